@@ -1,0 +1,40 @@
+# KYAI Operator: developer entry points. Every target sets up .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test lint typecheck unit demo bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check operator tests bench
+	$(BIN)/ruff format --check operator tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit -q
+
+## make test: lint, type-check and the whole test suite (what CI runs).
+test: lint typecheck
+	$(BIN)/pytest -q
+
+## make demo: a local KYAI run against the bundled OpenAI-compatible stand-in.
+demo: $(STAMP)
+	$(BIN)/python -m kyai.testing.demo
+
+## make bench: the evaluation engine's throughput and memory benchmark.
+bench: $(STAMP)
+	$(BIN)/python bench/bench_engine.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache out

@@ -1,0 +1,57 @@
+"""The ``kyai`` command line: one entry point, one sub-command module per concern.
+
+Each sub-command module exposes ``register(subparsers)``; it adds its parser and sets
+``handler`` (a callable taking the parsed namespace and returning the exit status) as a
+default. Handlers import their heavy dependencies lazily so that ``kyai --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from kyai import __version__
+
+#: Modules that contribute sub-commands, in the order ``--help`` lists them.
+COMMAND_MODULES: tuple[str, ...] = (
+    "kyai.evaluation.cli",
+    "kyai.devcluster.cli",
+)
+
+#: Exit statuses shared by every sub-command.
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the top-level parser with every registered sub-command."""
+    parser = argparse.ArgumentParser(
+        prog="kyai",
+        description="KYAI: measure the answer quality of self-hosted LLMs.",
+    )
+    parser.add_argument("--version", action="version", version=f"kyai {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(name)
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``kyai`` command line and return its exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    status: int = handler(args)
+    return status
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""KYAI datasets: the seven built-in v1 snapshots, custom JSONL/CSV datasets, prompts, hashing.
+
+Typical use::
+
+    from kyai.datasets import load_dataset
+
+    ds = load_dataset("mmlu-pro")                        # downloads from HuggingFace
+    ds = load_dataset("mmlu-pro", dataset_file="test-00000-of-00001.parquet")  # local copy
+    ds = load_dataset("my-questions.jsonl", generation_prompt="...", judge_prompt="...")
+    ds.rows[0].instruction, ds.sha256, ds.prompts.judge
+
+See BUILTINS.md beside this file for each built-in's source, native schema, mapping and the
+v1 selection rule.
+"""
+
+from __future__ import annotations
+
+from ._builtin import (
+    BUILTIN_DATASETS,
+    V1_SIZE,
+    BuiltinDataset,
+    builtin_names,
+    get_builtin,
+    v1_rank_key,
+)
+from ._errors import DatasetError
+from ._hub import Downloader, hf_download
+from ._load import load_dataset
+from ._model import Dataset, Prompts, Row, canonical_jsonl, dataset_sha256
+from ._prompts import GENERATION_PROMPTS, JUDGE_PROMPTS
+from ._store import dataset_from_dict, dataset_to_dict, read_rows_jsonl, write_rows_jsonl
+
+__all__ = [
+    "BUILTIN_DATASETS",
+    "GENERATION_PROMPTS",
+    "JUDGE_PROMPTS",
+    "V1_SIZE",
+    "BuiltinDataset",
+    "Dataset",
+    "DatasetError",
+    "Downloader",
+    "Prompts",
+    "Row",
+    "builtin_names",
+    "canonical_jsonl",
+    "dataset_from_dict",
+    "dataset_sha256",
+    "dataset_to_dict",
+    "get_builtin",
+    "hf_download",
+    "load_dataset",
+    "read_rows_jsonl",
+    "v1_rank_key",
+    "write_rows_jsonl",
+]

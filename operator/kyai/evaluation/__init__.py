@@ -1,0 +1,59 @@
+"""KYAI's evaluation engine: generation, judging and scoring against OpenAI-compatible servers.
+
+Used by the ``kyai`` command line and by the operator's generation and judge Jobs.
+"""
+
+from kyai.evaluation._budget import (
+    DEFAULT_CONTEXT_WINDOW,
+    ContextWindow,
+    ModelConfigError,
+    output_budget,
+    resolve_window,
+)
+from kyai.evaluation._client import (
+    ChatClient,
+    ChatError,
+    ChatResult,
+    EndpointUnreachableError,
+    RetryPolicy,
+    parse_overflow,
+)
+from kyai.evaluation._generate import CandidateConfig, GenerationOutcome, generate, messages_for
+from kyai.evaluation._judge import GenerationSet, JudgeConfig, judge, judge_message
+from kyai.evaluation._progress import Progress, ProgressListener, ProgressUpdate
+from kyai.evaluation._reasoning import strip_reasoning
+from kyai.evaluation._scoring import SCORING_METHOD, comparison_key, score_rows
+from kyai.evaluation._store import RunDirectoryError
+from kyai.evaluation._verdict import Verdict, parse_verdict
+
+__all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "SCORING_METHOD",
+    "CandidateConfig",
+    "ChatClient",
+    "ChatError",
+    "ChatResult",
+    "ContextWindow",
+    "EndpointUnreachableError",
+    "GenerationOutcome",
+    "GenerationSet",
+    "JudgeConfig",
+    "ModelConfigError",
+    "Progress",
+    "ProgressListener",
+    "ProgressUpdate",
+    "RetryPolicy",
+    "RunDirectoryError",
+    "Verdict",
+    "comparison_key",
+    "generate",
+    "judge",
+    "judge_message",
+    "messages_for",
+    "output_budget",
+    "parse_overflow",
+    "parse_verdict",
+    "resolve_window",
+    "score_rows",
+    "strip_reasoning",
+]

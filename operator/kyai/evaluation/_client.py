@@ -1,0 +1,455 @@
+"""An async client for OpenAI-compatible chat servers (vLLM, SGLang, TensorRT-LLM, llama.cpp).
+
+It retries what is worth retrying (429, 5xx, timeouts, connection errors) with exponential
+backoff and jitter, honouring ``Retry-After``; it shrinks ``max_tokens`` when the server
+answers that the request overflows the context window; and it turns everything else into a
+:class:`ChatError` with a bounded ``kind`` that the caller records and scores as 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from kyai.evaluation._budget import estimate_prompt_tokens
+
+#: Error kinds (bounded: they become metric labels and summary keys).
+HTTP_ERROR = "http_error"
+TIMEOUT = "timeout"
+CONNECTION_ERROR = "connection_error"
+CONTEXT_OVERFLOW = "context_overflow"
+INVALID_RESPONSE = "invalid_response"
+
+#: HTTP statuses retried with backoff.
+RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+#: How many times one request may shrink its budget after context-length errors.
+MAX_SHRINKS = 8
+
+
+class ChatError(Exception):
+    """A request that failed for good: ``kind`` says how, ``message`` says why."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        status: int | None = None,
+        attempts: int = 1,
+        max_tokens: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.attempts = attempts
+        self.max_tokens = max_tokens
+
+
+class EndpointUnreachableError(Exception):
+    """The server could not be reached at all (before any row was sent)."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How failed requests are retried."""
+
+    max_retries: int = 5
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+
+    def delay(self, retry: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.backoff_max_s)
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2.0 ** (retry - 1))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One successful chat completion, with its raw fields kept verbatim."""
+
+    content: str | None
+    reasoning_content: str | None
+    reasoning: str | None
+    finish_reason: str | None
+    usage: Mapping[str, Any] | None
+    response_id: str | None
+    model: str | None
+    latency_ms: float
+    elapsed_ms: float
+    attempts: int
+    max_tokens: int | None
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """What a context-length error told: the window, the prompt's size, an output cap.
+
+    ``prompt_is_lower_bound`` is set when the server only knows that the prompt has *at
+    least* ``prompt_tokens`` tokens (current vLLM truncates the prompt while counting it).
+    """
+
+    window: int | None
+    prompt_tokens: int | None
+    output_cap: int | None = None
+    prompt_is_lower_bound: bool = False
+
+
+# The wordings below are those of vLLM (current, 0.6-0.11 and <=0.5), SGLang, llama.cpp's
+# llama-server, llama-cpp-python and OpenAI; kyai.testing's double reproduces each of them.
+_WINDOW_PATTERNS = (
+    re.compile(r"maximum context length (?:is|of) (\d+)", re.IGNORECASE),
+    re.compile(r"max_model_len=(?:max_total_tokens=)?(\d+)", re.IGNORECASE),
+    re.compile(r"context (?:length|size) \((\d+) tokens?\)", re.IGNORECASE),
+    re.compile(r"context (?:length|size|window)(?: is| of)? (\d+)", re.IGNORECASE),
+)
+_LOWER_BOUND_PATTERN = re.compile(r"at least (\d+) input tokens", re.IGNORECASE)
+_PROMPT_PATTERNS = (
+    re.compile(r"\((\d+) in the messages", re.IGNORECASE),
+    re.compile(r"requested (\d+) tokens in the messages", re.IGNORECASE),
+    re.compile(r"(\d+) tokens from the input", re.IGNORECASE),
+    re.compile(r"has (\d+) input tokens", re.IGNORECASE),
+    re.compile(r"input \((\d+) tokens?\)", re.IGNORECASE),
+    re.compile(r"request \((\d+) tokens?\) exceeds", re.IGNORECASE),
+    re.compile(r"(\d+) input tokens", re.IGNORECASE),
+)
+_CAP_PATTERN = re.compile(r"at most (\d+) completion tokens", re.IGNORECASE)
+_OVERFLOW_MARKERS = (
+    "max_tokens is too large",
+    "context length",
+    "context_length",
+    "context window",
+    "context size",
+    "exceed_context_size",
+    "maximum context",
+    "max_tokens' or 'max_completion_tokens' is too large",
+    "cannot be greater than max_model_len",
+)
+
+
+def _first_int(patterns: Sequence[re.Pattern[str]], text: str) -> int | None:
+    for pattern in patterns:
+        match = pattern.search(text)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _error_payload(body: Any) -> Mapping[str, Any]:
+    if isinstance(body, Mapping):
+        inner = body.get("error")
+        if isinstance(inner, Mapping):
+            return inner
+        return body
+    return {}
+
+
+def _error_message(body: Any, text: str) -> str:
+    message = _error_payload(body).get("message")
+    if isinstance(message, str) and message:
+        return message
+    return text.strip()[:500] or "(empty body)"
+
+
+def parse_overflow(status: int, body: Any, text: str) -> Overflow | None:
+    """Recognise a context-length error from vLLM, SGLang, llama.cpp and kin.
+
+    Returns ``None`` when the answer is some other error.
+    """
+    if status not in (400, 413, 422):
+        return None
+    payload = _error_payload(body)
+    message = _error_message(body, text)
+    haystack = " ".join(
+        str(part) for part in (message, payload.get("type"), payload.get("code")) if part
+    )
+    if not any(marker in haystack.lower() for marker in _OVERFLOW_MARKERS):
+        return None
+    window = _first_int(_WINDOW_PATTERNS, message)
+    lower_bound = _LOWER_BOUND_PATTERN.search(message)
+    prompt = int(lower_bound.group(1)) if lower_bound else _first_int(_PROMPT_PATTERNS, message)
+    n_ctx = payload.get("n_ctx")
+    n_prompt = payload.get("n_prompt_tokens")
+    if isinstance(n_ctx, int) and not isinstance(n_ctx, bool):
+        window = n_ctx
+    if isinstance(n_prompt, int) and not isinstance(n_prompt, bool):
+        prompt = n_prompt
+    cap_match = _CAP_PATTERN.search(message)
+    return Overflow(
+        window,
+        prompt,
+        int(cap_match.group(1)) if cap_match else None,
+        prompt_is_lower_bound=lower_bound is not None and prompt == int(lower_bound.group(1)),
+    )
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - datetime.now(UTC)).total_seconds(), 0.0)
+
+
+def normalise_base_url(url: str) -> str:
+    """``http://host:8000``, ``…/v1`` and ``…/v1/`` all become ``http://host:8000/v1``."""
+    base = url.strip().rstrip("/")
+    if base.endswith("/chat/completions"):
+        base = base[: -len("/chat/completions")]
+    if not base.endswith("/v1"):
+        base += "/v1"
+    return base
+
+
+@dataclass
+class _Attempt:
+    attempts: int = 0
+    retries: int = 0
+    shrinks: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+
+class ChatClient:
+    """A client for one OpenAI-compatible server."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        retry: RetryPolicy | None = None,
+        max_connections: int = 16,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = normalise_base_url(base_url)
+        self.retry = retry or RetryPolicy()
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0), pool=None),
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> ChatClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def list_models(self) -> list[dict[str, Any]]:
+        """The server's ``/v1/models`` cards; ``[]`` when it does not serve that route.
+
+        Raises :class:`EndpointUnreachableError` when the server cannot be reached.
+        """
+        state = _Attempt()
+        while True:
+            state.attempts += 1
+            try:
+                response = await self._http.get("/models")
+            except httpx.TransportError as exc:
+                if state.retries < self.retry.max_retries:
+                    state.retries += 1
+                    await asyncio.sleep(self.retry.delay(state.retries, None))
+                    continue
+                raise EndpointUnreachableError(
+                    f"Cannot reach {self.base_url}/models after {state.attempts} attempts: "
+                    f"{type(exc).__name__}: {exc or 'no detail'}."
+                ) from exc
+            if (
+                response.status_code in RETRYABLE_STATUSES
+                and state.retries < self.retry.max_retries
+            ):
+                state.retries += 1
+                await asyncio.sleep(self.retry.delay(state.retries, _retry_after(response)))
+                continue
+            if response.status_code in (401, 403):
+                raise EndpointUnreachableError(
+                    f"{self.base_url}/models refused the credentials (HTTP {response.status_code})."
+                )
+            if response.status_code != 200:
+                return []
+            try:
+                body = response.json()
+            except json.JSONDecodeError:
+                return []
+            data = body.get("data") if isinstance(body, dict) else None
+            return (
+                [card for card in data if isinstance(card, dict)] if isinstance(data, list) else []
+            )
+
+    async def chat(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int | None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> ChatResult:
+        """Send one chat completion request; retry, shrink or raise :class:`ChatError`."""
+        state = _Attempt()
+        budget = max_tokens
+        while True:
+            state.attempts += 1
+            body: dict[str, Any] = {"model": model, "messages": list(messages), **(extra or {})}
+            if budget is not None:
+                body["max_tokens"] = budget
+            sent = time.perf_counter()
+            try:
+                response = await self._http.post("/chat/completions", json=body)
+            except httpx.TimeoutException as exc:
+                kind, detail, retry_after = TIMEOUT, f"timed out ({type(exc).__name__})", None
+                status: int | None = None
+            except httpx.TransportError as exc:
+                kind = CONNECTION_ERROR
+                detail = f"{type(exc).__name__}: {exc or 'connection failed'}"
+                retry_after, status = None, None
+            else:
+                latency = time.perf_counter() - sent
+                if response.status_code == 200:
+                    return self._result(response, state, latency, budget)
+                status = response.status_code
+                text = response.text
+                try:
+                    payload: Any = response.json()
+                except json.JSONDecodeError:
+                    payload = None
+                overflow = parse_overflow(status, payload, text)
+                if overflow is not None:
+                    budget = self._shrink(
+                        overflow,
+                        budget,
+                        state,
+                        _error_message(payload, text),
+                        estimate_prompt_tokens(messages),
+                    )
+                    continue
+                kind = HTTP_ERROR
+                detail = f"HTTP {status}: {_error_message(payload, text)}"
+                retry_after = _retry_after(response)
+                if status not in RETRYABLE_STATUSES:
+                    raise ChatError(
+                        kind, detail, status=status, attempts=state.attempts, max_tokens=budget
+                    )
+            if state.retries >= self.retry.max_retries:
+                raise ChatError(
+                    kind,
+                    f"{detail} (gave up after {state.attempts} attempts)",
+                    status=status,
+                    attempts=state.attempts,
+                    max_tokens=budget,
+                )
+            state.retries += 1
+            await asyncio.sleep(self.retry.delay(state.retries, retry_after))
+
+    def _shrink(
+        self,
+        overflow: Overflow,
+        budget: int | None,
+        state: _Attempt,
+        message: str,
+        estimate: int,
+    ) -> int:
+        """The next, smaller budget after a context-length error, or raise when none fits."""
+        window, prompt = overflow.window, overflow.prompt_tokens
+
+        def fail(reason: str) -> ChatError:
+            return ChatError(
+                CONTEXT_OVERFLOW,
+                f"{reason} Server said: {message}",
+                status=400,
+                attempts=state.attempts,
+                max_tokens=budget,
+            )
+
+        if budget is None:
+            raise fail("The prompt alone does not fit the context window.")
+        if window is not None and prompt is not None and prompt >= window:
+            raise fail(
+                f"The prompt alone ({prompt} tokens) does not fit the {window}-token window."
+            )
+        state.shrinks += 1
+        if state.shrinks > MAX_SHRINKS:
+            raise fail(f"The request still overflowed after {MAX_SHRINKS} smaller budgets.")
+        if overflow.output_cap is not None:
+            new_budget = overflow.output_cap
+        elif window is not None and prompt is not None and not overflow.prompt_is_lower_bound:
+            new_budget = window - prompt
+        elif window is not None:
+            # The prompt's size is unknown or only bounded below: our own estimate (which
+            # errs on the large side) fills in.
+            new_budget = window - max(estimate, prompt or 0)
+        else:
+            new_budget = budget // 2
+        if new_budget >= budget:  # the numbers do not explain the refusal: halve instead
+            new_budget = budget // 2
+        if new_budget < 1:
+            raise fail("No output budget is left once the prompt is in the context window.")
+        return new_budget
+
+    @staticmethod
+    def _result(
+        response: httpx.Response, state: _Attempt, latency: float, budget: int | None
+    ) -> ChatResult:
+        try:
+            body = response.json()
+            choice = body["choices"][0]
+            message = choice.get("message") or {}
+        except (json.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ChatError(
+                INVALID_RESPONSE,
+                f"The server's answer is not a chat completion ({type(exc).__name__}): "
+                f"{response.text[:200]!r}",
+                status=response.status_code,
+                attempts=state.attempts,
+                max_tokens=budget,
+            ) from exc
+
+        def text(key: str) -> str | None:
+            value = message.get(key)
+            return value if isinstance(value, str) else None
+
+        usage = body.get("usage")
+        return ChatResult(
+            content=text("content"),
+            reasoning_content=text("reasoning_content"),
+            reasoning=text("reasoning"),
+            finish_reason=choice.get("finish_reason"),
+            usage=usage if isinstance(usage, dict) else None,
+            response_id=body.get("id") if isinstance(body.get("id"), str) else None,
+            model=body.get("model") if isinstance(body.get("model"), str) else None,
+            latency_ms=latency * 1000.0,
+            elapsed_ms=(time.perf_counter() - state.started) * 1000.0,
+            attempts=state.attempts,
+            max_tokens=budget,
+        )

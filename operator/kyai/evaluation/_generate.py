@@ -1,0 +1,220 @@
+"""Phase 1, generation: every row to the candidate, every answer stored verbatim.
+
+Rows are dispatched in row order to a fixed pool of workers (``concurrency`` requests in
+flight at most). Each answer, or the error that ended its row, is appended to
+``generations.jsonl`` the moment it finishes, so running again on the same directory asks only
+for the rows not stored yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from kyai import __version__
+from kyai.datasets import Dataset, Row, dataset_to_dict, write_rows_jsonl
+from kyai.evaluation import _store as store
+from kyai.evaluation._budget import ContextWindow, output_budget, resolve_window
+from kyai.evaluation._client import ChatClient, ChatError, RetryPolicy
+from kyai.evaluation._progress import Progress, ProgressListener
+
+#: Prefix of candidate-side error kinds in records and summaries.
+CANDIDATE = "candidate"
+
+
+@dataclass(frozen=True)
+class CandidateConfig:
+    """Where and how to ask the candidate."""
+
+    endpoint: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    concurrency: int = 16
+    timeout_s: float = 600.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    model_config_path: Path | None = None
+    retry_errors: bool = False
+
+
+@dataclass(frozen=True)
+class GenerationOutcome:
+    """What one ``generate`` call did."""
+
+    rows: int
+    sent: int
+    errors: int
+    window: ContextWindow
+    wall_seconds: float
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601 with a ``Z``."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def messages_for(dataset: Dataset, row: Row) -> list[dict[str, str]]:
+    """The candidate's chat: the generation system prompt, then the instruction."""
+    return [
+        {"role": "system", "content": dataset.prompts.generation},
+        {"role": "user", "content": row.instruction},
+    ]
+
+
+def _check_same_run(existing: Mapping[str, Any], dataset: Dataset, model: str, out: Path) -> None:
+    """Refuse to mix two different runs' answers in one directory."""
+    old_dataset = existing.get("dataset", {})
+    old_candidate = existing.get("candidate", {})
+    differences = []
+    if old_dataset.get("sha256") != dataset.sha256:
+        differences.append("dataset content (sha256)")
+    old_prompts = old_dataset.get("prompts", {})
+    if old_prompts.get("generation") != dataset.prompts.generation:
+        differences.append("generation prompt")
+    if old_candidate.get("model") != model:
+        differences.append(f"candidate model ({old_candidate.get('model')!r} before)")
+    if differences:
+        raise store.RunDirectoryError(
+            f"{out} already holds generations of another run (different "
+            f"{', '.join(differences)}); use a new --output directory."
+        )
+
+
+async def generate(
+    dataset: Dataset,
+    output: Path,
+    config: CandidateConfig,
+    *,
+    listener: ProgressListener | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> GenerationOutcome:
+    """Run the generation phase into ``output`` (resuming what is already there)."""
+    output.mkdir(parents=True, exist_ok=True)
+    run_path = output / store.RUN
+    previous = store.read_json(run_path) if run_path.exists() else None
+    if previous is not None:
+        _check_same_run(previous, dataset, config.model, output)
+    started_at = now_iso()
+    started = time.monotonic()
+    log = store.JsonlLog(output / store.GENERATIONS)
+    stored = store.latest_by_row(log.read())
+    pending = [
+        row
+        for row in dataset.rows
+        if row.index not in stored or (config.retry_errors and stored[row.index].get("error"))
+    ]
+    async with ChatClient(
+        config.endpoint,
+        api_key=config.api_key,
+        timeout_s=config.timeout_s,
+        retry=config.retry,
+        max_connections=config.concurrency,
+        transport=transport,
+    ) as client:
+        cards = await client.list_models()
+        window = resolve_window(cards, config.model, config_path=config.model_config_path)
+        manifest: dict[str, Any] = {
+            "format": 1,
+            "kyai_version": __version__,
+            "dataset": dataset_to_dict(dataset),
+            "candidate": {
+                "endpoint": client.base_url,
+                "model": config.model,
+                "context_window": window.tokens,
+                "context_window_source": window.source,
+                "served_models": [card.get("id") for card in cards],
+            },
+            "generation": {
+                "started_at": (previous or {}).get("generation", {}).get("started_at", started_at),
+                "finished_at": None,
+                "concurrency": config.concurrency,
+            },
+        }
+        if not (output / store.DATASET).exists():
+            write_rows_jsonl(output / store.DATASET, dataset.rows)
+        store.write_json(run_path, manifest)
+        progress = Progress(
+            "generate",
+            total=len(dataset.rows),
+            done=len(dataset.rows) - len(pending),
+            listener=listener,
+        )
+        queue: asyncio.Queue[Row] = asyncio.Queue()
+        for row in pending:
+            queue.put_nowait(row)
+        errors = 0
+
+        async def worker() -> None:
+            nonlocal errors
+            while True:
+                try:
+                    row = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                record = await _answer(client, dataset, row, config.model, window)
+                log.append(record)
+                errors += record["error"] is not None
+                progress.advance(error=record["error"] is not None)
+
+        try:
+            await asyncio.gather(*(worker() for _ in range(max(1, config.concurrency))))
+        finally:
+            log.close()
+            progress.close()
+    wall = time.monotonic() - started
+    manifest["generation"].update(
+        finished_at=now_iso(), wall_seconds=round(wall, 3), rows_sent=len(pending)
+    )
+    store.write_json(run_path, manifest)
+    return GenerationOutcome(len(dataset.rows), len(pending), errors, window, wall)
+
+
+async def _answer(
+    client: ChatClient, dataset: Dataset, row: Row, model: str, window: ContextWindow
+) -> dict[str, Any]:
+    """Ask the candidate one row; the record to store, answer or error."""
+    messages = messages_for(dataset, row)
+    budget = output_budget(window.tokens, messages)
+    started_at = now_iso()
+    record: dict[str, Any] = {
+        "row_index": row.index,
+        "row_id": row.row_id,
+        "started_at": started_at,
+    }
+    try:
+        result = await client.chat(model, messages, max_tokens=budget)
+    except ChatError as exc:
+        record.update(
+            content=None,
+            reasoning_content=None,
+            reasoning=None,
+            finish_reason=None,
+            usage=None,
+            latency_ms=None,
+            attempts=exc.attempts,
+            max_tokens=exc.max_tokens,
+            error={"kind": f"{CANDIDATE}_{exc.kind}", "message": exc.message, "status": exc.status},
+        )
+    else:
+        record.update(
+            content=result.content,
+            reasoning_content=result.reasoning_content,
+            reasoning=result.reasoning,
+            finish_reason=result.finish_reason,
+            usage=dict(result.usage) if result.usage is not None else None,
+            latency_ms=round(result.latency_ms, 3),
+            elapsed_ms=round(result.elapsed_ms, 3),
+            attempts=result.attempts,
+            max_tokens=result.max_tokens,
+            response_id=result.response_id,
+            served_model=result.model,
+            error=None,
+        )
+    record["finished_at"] = now_iso()
+    return record

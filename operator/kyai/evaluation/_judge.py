@@ -1,0 +1,309 @@
+"""Phase 2, judging: stored answers to an LLM judge, scores fail-closed, ``summary.json``.
+
+The judge never sees reasoning: ``<think>`` blocks are stripped from the judge-facing copy
+and reasoning fields are not sent. The candidate is never called: everything comes from the
+generation directory (its ``run.json``, ``dataset.jsonl`` and ``generations.jsonl``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from kyai import __version__
+from kyai.datasets import Row, read_rows_jsonl
+from kyai.evaluation import _store as store
+from kyai.evaluation._budget import output_budget, resolve_window
+from kyai.evaluation._client import ChatClient, ChatError, RetryPolicy
+from kyai.evaluation._generate import now_iso
+from kyai.evaluation._progress import Progress, ProgressListener
+from kyai.evaluation._reasoning import strip_reasoning
+from kyai.evaluation._scoring import SCORING_METHOD, comparison_key, score_rows, sha256_text
+from kyai.evaluation._verdict import parse_verdict
+
+#: Prefix of judge-side error kinds in records and summaries.
+JUDGE = "judge"
+
+#: The judge samples greedily: the same answer gets the same verdict as far as the server allows.
+JUDGE_TEMPERATURE = 0.0
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """Where and how to ask the LLM judge."""
+
+    endpoint: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    prompt: str | None = None  # overrides the dataset's judge prompt
+    concurrency: int = 16
+    timeout_s: float = 600.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+def judge_message(row: Row, response: str) -> str:
+    """The judge's user message: instruction, ground truth and the cleaned response."""
+    return (
+        f"<instruction>\n{row.instruction}\n</instruction>\n"
+        f"<ground_truth>\n{row.ground_truth_response}\n</ground_truth>\n"
+        f"<candidate_response>\n{response}\n</candidate_response>"
+    )
+
+
+@dataclass(frozen=True)
+class GenerationSet:
+    """A generation directory, loaded: its manifest, rows and latest answer per row."""
+
+    path: Path
+    manifest: dict[str, Any]
+    rows: tuple[Row, ...]
+    generations: dict[int, dict[str, Any]]
+
+    @classmethod
+    def load(cls, path: Path) -> GenerationSet:
+        """Load and check a generation directory; it must hold an answer for every row."""
+        manifest = store.read_json(path / store.RUN)
+        rows_path = path / store.DATASET
+        if not rows_path.exists():
+            raise store.RunDirectoryError(f"{rows_path} does not exist.")
+        rows = read_rows_jsonl(rows_path)
+        generations = store.latest_by_row(store.JsonlLog(path / store.GENERATIONS).read())
+        missing = [row.row_id for row in rows if row.index not in generations]
+        if missing:
+            shown = ", ".join(missing[:5]) + (", …" if len(missing) > 5 else "")
+            raise store.RunDirectoryError(
+                f"{path} is incomplete: {len(missing)} of {len(rows)} rows have no stored "
+                f"answer (row ids {shown}); run `kyai generate` on it again first."
+            )
+        return cls(path, manifest, rows, generations)
+
+    @property
+    def generation_prompt(self) -> str:
+        """The generation system prompt the candidate was given."""
+        return str(self.manifest["dataset"]["prompts"]["generation"])
+
+    def judge_prompt(self, override: str | None) -> str:
+        """The judge prompt: the override, else the dataset's; custom datasets need one."""
+        if override:
+            return override
+        stored = self.manifest["dataset"].get("prompts", {}).get("judge")
+        if not stored:
+            raise store.RunDirectoryError(
+                f"The dataset of {self.path} has no judge prompt (custom datasets need one): "
+                "pass --judge-prompt TEXT or --judge-prompt @FILE."
+            )
+        return str(stored)
+
+
+async def judge(
+    generations_dir: Path,
+    output: Path,
+    config: JudgeConfig,
+    *,
+    listener: ProgressListener | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> dict[str, Any]:
+    """Judge every stored answer of ``generations_dir`` into ``output``; return the summary."""
+    source = GenerationSet.load(generations_dir)
+    prompt = source.judge_prompt(config.prompt)
+    output.mkdir(parents=True, exist_ok=True)
+    judge_identity = {
+        "type": "llm",
+        "model": config.model,
+        "prompt": prompt,
+        "temperature": JUDGE_TEMPERATURE,
+    }
+    dataset = source.manifest["dataset"]
+    key = comparison_key(
+        dataset_sha256=dataset["sha256"],
+        generation_prompt=source.generation_prompt,
+        judge=judge_identity,
+    )
+    generation_identity = {
+        "dataset_sha256": dataset["sha256"],
+        "candidate_model": source.manifest["candidate"]["model"],
+        "generations_sha256": sha256_text(
+            store.dumps([source.generations[row.index] for row in source.rows])
+        ),
+    }
+    judge_path = output / store.JUDGE
+    log = store.JsonlLog(output / store.JUDGEMENTS)
+    previous = store.read_json(judge_path) if judge_path.exists() else None
+    if previous is not None and (
+        previous.get("comparison_key") != key or previous.get("generation") != generation_identity
+    ):
+        raise store.RunDirectoryError(
+            f"{output} already holds judgements of another judge or of other answers; "
+            "use a new --output directory to judge again."
+        )
+    judged = store.latest_by_row(log.read()) if previous is not None else {}
+    if previous is None and log.path.exists():
+        log.path.unlink()  # judgements without their manifest cannot be trusted
+    started_at = (previous or {}).get("started_at") or now_iso()
+    started = time.monotonic()
+    pending = [row for row in source.rows if row.index not in judged]
+    progress = Progress(
+        "judge", total=len(source.rows), done=len(source.rows) - len(pending), listener=listener
+    )
+    async with ChatClient(
+        config.endpoint,
+        api_key=config.api_key,
+        timeout_s=config.timeout_s,
+        retry=config.retry,
+        max_connections=config.concurrency,
+        transport=transport,
+    ) as client:
+        endpoint = client.base_url
+        store.write_json(
+            judge_path,
+            {
+                "format": 1,
+                "comparison_key": key,
+                "generation": generation_identity,
+                "generations_dir": str(generations_dir),
+                "judge": {**judge_identity, "endpoint": client.base_url},
+                "started_at": started_at,
+            },
+        )
+        needs_judge = any(not source.generations[row.index].get("error") for row in pending)
+        cards = await client.list_models() if needs_judge else []
+        window = resolve_window(cards, config.model)
+        queue: asyncio.Queue[Row] = asyncio.Queue()
+        for row in pending:
+            queue.put_nowait(row)
+
+        async def worker() -> None:
+            while True:
+                try:
+                    row = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                record = await _judge_row(
+                    client, config.model, prompt, row, source.generations[row.index], window.tokens
+                )
+                log.append(record)
+                judged[row.index] = record
+                progress.advance(error=record["error"] is not None)
+
+        try:
+            await asyncio.gather(*(worker() for _ in range(max(1, config.concurrency))))
+        finally:
+            log.close()
+            progress.close()
+    wall = time.monotonic() - started
+    finished_at = now_iso()
+    figures = score_rows(len(source.rows), judged, source.generations)
+    candidate = source.manifest["candidate"]
+    generation = source.manifest.get("generation", {})
+    summary: dict[str, Any] = {
+        "format": 1,
+        "kyai_version": __version__,
+        "comparison_key": key,
+        "scoring_method": SCORING_METHOD,
+        "dataset": dataset["name"],
+        "dataset_version": dataset["version"],
+        "dataset_sha256": dataset["sha256"],
+        "dataset_source": dataset.get("source"),
+        "candidate_model": candidate["model"],
+        "candidate_endpoint": candidate.get("endpoint"),
+        "context_window": candidate.get("context_window"),
+        "context_window_source": candidate.get("context_window_source"),
+        "judge_model": config.model,
+        "judge_type": "llm",
+        "judge_endpoint": endpoint,
+        "generation_prompt_id": dataset.get("prompts", {}).get("generation_id"),
+        "generation_prompt_sha256": sha256_text(source.generation_prompt),
+        "judge_prompt_id": (None if config.prompt else dataset.get("prompts", {}).get("judge_id")),
+        "judge_prompt_sha256": sha256_text(prompt),
+        **figures,
+        "started_at": generation.get("started_at") or started_at,
+        "finished_at": finished_at,
+        "generation": {
+            "started_at": generation.get("started_at"),
+            "finished_at": generation.get("finished_at"),
+            "wall_seconds": generation.get("wall_seconds"),
+        },
+        "judging": {
+            "started_at": started_at,
+            "finished_at": finished_at,
+            "wall_seconds": round(wall, 3),
+        },
+    }
+    store.write_json(output / store.SUMMARY, summary)
+    return summary
+
+
+async def _judge_row(
+    client: ChatClient,
+    model: str,
+    prompt: str,
+    row: Row,
+    generation: Mapping[str, Any],
+    window: int,
+) -> dict[str, Any]:
+    """Judge one row, fail-closed; the record to store."""
+    record: dict[str, Any] = {
+        "row_index": row.index,
+        "row_id": row.row_id,
+        "judge_model": model,
+        "started_at": now_iso(),
+    }
+    candidate_error = generation.get("error")
+    if candidate_error:
+        record.update(
+            score=0.0,
+            reasoning=None,
+            reply=None,
+            latency_ms=None,
+            attempts=0,
+            error={
+                "kind": str(candidate_error.get("kind", "candidate_error")),
+                "message": f"The candidate failed, so the row scores 0: "
+                f"{candidate_error.get('message', '')}",
+            },
+        )
+        record["finished_at"] = now_iso()
+        return record
+    response = strip_reasoning(generation.get("content"))
+    messages = [
+        {"role": "system", "content": prompt},
+        {"role": "user", "content": judge_message(row, response)},
+    ]
+    try:
+        result = await client.chat(
+            model,
+            messages,
+            max_tokens=output_budget(window, messages),
+            extra={"temperature": JUDGE_TEMPERATURE},
+        )
+    except ChatError as exc:
+        record.update(
+            score=0.0,
+            reasoning=None,
+            reply=None,
+            latency_ms=None,
+            attempts=exc.attempts,
+            error={"kind": f"{JUDGE}_{exc.kind}", "message": exc.message, "status": exc.status},
+        )
+    else:
+        verdict = parse_verdict(result.content)
+        record.update(
+            score=verdict.score,
+            reasoning=verdict.reasoning,
+            reply=result.content,
+            latency_ms=round(result.latency_ms, 3),
+            attempts=result.attempts,
+            error=(
+                None
+                if verdict.ok
+                else {"kind": verdict.error_kind, "message": verdict.error_message}
+            ),
+        )
+    record["finished_at"] = now_iso()
+    return record

@@ -1,0 +1,337 @@
+"""``kyai generate``, ``kyai judge`` and ``kyai run``: the engine on the command line.
+
+Exit status: 0 when the run completed (whatever the score), 2 for bad input (flags, dataset
+files, run directories), 3 when a server cannot be reached. API keys are read from the
+environment variable a flag names, never from a flag's value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+#: Exit statuses (shared with kyai.cli).
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+
+class UsageError(Exception):
+    """A flag's value cannot be used; the message names the flag."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{value} is not positive")
+    return value
+
+
+def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("candidate")
+    group.add_argument(
+        "--endpoint",
+        required=True,
+        metavar="URL",
+        help="the candidate's OpenAI-compatible base URL (with or without /v1)",
+    )
+    group.add_argument(
+        "--model", required=True, metavar="NAME", help="the served model name to ask for"
+    )
+    group.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the candidate's API key, if it needs one",
+    )
+    group.add_argument(
+        "--model-config",
+        type=Path,
+        metavar="PATH",
+        help="the model's HuggingFace config.json (or its folder): the context "
+        "window when the server does not report max_model_len",
+    )
+    group.add_argument(
+        "--retry-errors",
+        action="store_true",
+        help="when resuming, ask again for rows whose stored answer is an error",
+    )
+    data = parser.add_argument_group("dataset")
+    data.add_argument(
+        "--dataset",
+        required=True,
+        metavar="NAME_OR_FILE",
+        help="a built-in dataset name (mmlu-pro, gpqa-diamond, math-500, "
+        "python-codes-25k, humaneval, quantum-mechanics, ifeval) or a custom "
+        "JSONL/CSV file",
+    )
+    data.add_argument(
+        "--dataset-file",
+        type=Path,
+        metavar="FILE",
+        help="a built-in dataset's rows in its native schema (JSONL, JSON, CSV or "
+        "Parquet) instead of downloading them from HuggingFace",
+    )
+    data.add_argument(
+        "--hf-revision",
+        metavar="REV",
+        help="HuggingFace revision (commit) to download a built-in dataset from",
+    )
+    data.add_argument(
+        "--generation-prompt",
+        metavar="TEXT|@FILE",
+        help="generation system prompt (required for custom datasets; overrides "
+        "a built-in's, which changes the comparison key)",
+    )
+
+
+def _add_judge_flags(parser: argparse.ArgumentParser, *, prompt: bool = True) -> None:
+    group = parser.add_argument_group("judge")
+    group.add_argument(
+        "--judge-endpoint",
+        required=True,
+        metavar="URL",
+        help="the judge's OpenAI-compatible base URL",
+    )
+    group.add_argument(
+        "--judge-model", required=True, metavar="NAME", help="the judge's model name"
+    )
+    group.add_argument(
+        "--judge-api-key-env",
+        metavar="VAR",
+        help="environment variable holding the judge's API key",
+    )
+    if prompt:
+        group.add_argument(
+            "--judge-prompt",
+            metavar="TEXT|@FILE",
+            help="judge system prompt (required for custom datasets)",
+        )
+
+
+def _add_common_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="the run directory (generations.jsonl, judgements.jsonl, summary.json)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=16,
+        metavar="N",
+        help="requests in flight at most (default 16)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=_positive_float,
+        default=600.0,
+        metavar="S",
+        help="seconds one request may take (default 600)",
+    )
+    parser.add_argument(
+        "--max-retries",
+        type=_non_negative_int,
+        default=5,
+        metavar="N",
+        help="retries of a request after 429, 5xx, time-outs and connection "
+        "errors, with exponential backoff (default 5)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="only print the result line")
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add ``generate``, ``judge`` and ``run``."""
+    generate = subparsers.add_parser(
+        "generate",
+        help="phase 1: ask the candidate every row and store the answers",
+        description="Send every dataset row to the candidate and store each answer verbatim "
+        "in DIR/generations.jsonl; running it again resumes where it stopped.",
+    )
+    _add_candidate_flags(generate)
+    generate.add_argument(
+        "--judge-prompt",
+        metavar="TEXT|@FILE",
+        help="judge prompt to store with a custom dataset for the judge phase",
+    )
+    _add_common_flags(generate)
+    generate.set_defaults(handler=_handle_generate)
+
+    judge = subparsers.add_parser(
+        "judge",
+        help="phase 2: score stored answers with an LLM judge",
+        description="Score the answers stored in a generation directory with an LLM judge "
+        "(never calling the candidate) and write DIR/summary.json.",
+    )
+    judge.add_argument(
+        "--generations",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="a directory written by `kyai generate`",
+    )
+    _add_judge_flags(judge)
+    _add_common_flags(judge)
+    judge.set_defaults(handler=_handle_judge)
+
+    run = subparsers.add_parser(
+        "run",
+        help="generate then judge, into one directory",
+        description="Both phases into one directory: generate, then judge.",
+    )
+    _add_candidate_flags(run)
+    _add_judge_flags(run)
+    _add_common_flags(run)
+    run.set_defaults(handler=_handle_run)
+
+
+def _text_or_file(flag: str, value: str | None) -> str | None:
+    """A prompt flag's text, or the contents of the file after ``@``."""
+    if value is None or not value.startswith("@"):
+        return value
+    path = Path(value[1:])
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{flag}: cannot read {path}: {exc}") from exc
+
+
+def _secret(flag: str, variable: str | None) -> str | None:
+    """The API key in the environment variable a flag names."""
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise UsageError(f"{flag}: the environment variable {variable} is not set or is empty")
+    return value
+
+
+def _configure_logging(quiet: bool) -> None:
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _run_guarded(args: argparse.Namespace, phases: tuple[str, ...]) -> int:
+    from kyai.datasets import DatasetError
+    from kyai.evaluation import EndpointUnreachableError, ModelConfigError, RunDirectoryError
+
+    _configure_logging(args.quiet)
+    try:
+        return asyncio.run(_execute(args, phases))
+    except (UsageError, DatasetError, RunDirectoryError, ModelConfigError) as exc:
+        print(f"kyai {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except EndpointUnreachableError as exc:
+        print(f"kyai {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+
+
+async def _execute(args: argparse.Namespace, phases: tuple[str, ...]) -> int:
+    from kyai.datasets import load_dataset
+    from kyai.evaluation import (
+        CandidateConfig,
+        JudgeConfig,
+        RetryPolicy,
+        generate,
+        judge,
+    )
+
+    retry = RetryPolicy(max_retries=args.max_retries)
+    output: Path = args.output
+    judge_prompt = _text_or_file("--judge-prompt", getattr(args, "judge_prompt", None))
+    if "generate" in phases:
+        dataset = load_dataset(
+            args.dataset,
+            dataset_file=args.dataset_file,
+            generation_prompt=_text_or_file("--generation-prompt", args.generation_prompt),
+            judge_prompt=judge_prompt,
+            hf_revision=args.hf_revision,
+        )
+        if "judge" in phases and dataset.prompts.judge is None:
+            raise UsageError("--judge-prompt is required for a custom dataset")
+        candidate = CandidateConfig(
+            endpoint=args.endpoint,
+            model=args.model,
+            api_key=_secret("--api-key-env", args.api_key_env),
+            concurrency=args.concurrency,
+            timeout_s=args.request_timeout,
+            retry=retry,
+            model_config_path=args.model_config,
+            retry_errors=args.retry_errors,
+        )
+        judge_key = (
+            _secret("--judge-api-key-env", args.judge_api_key_env) if "judge" in phases else None
+        )
+        outcome = await generate(dataset, output, candidate)
+        print(
+            f"generated {outcome.sent} of {outcome.rows} rows ({outcome.errors} errors) in "
+            f"{outcome.wall_seconds:.1f}s; context window {outcome.window.tokens} tokens "
+            f"({outcome.window.source}) -> {output}",
+            file=sys.stderr,
+        )
+    if "judge" in phases:
+        generations_dir: Path = output if "generate" in phases else args.generations
+        config = JudgeConfig(
+            endpoint=args.judge_endpoint,
+            model=args.judge_model,
+            api_key=judge_key
+            if "generate" in phases
+            else _secret("--judge-api-key-env", args.judge_api_key_env),
+            prompt=judge_prompt if "generate" not in phases else None,
+            concurrency=args.concurrency,
+            timeout_s=args.request_timeout,
+            retry=retry,
+        )
+        summary = await judge(generations_dir, output, config)
+        latency = summary["avg_latency_ms"]
+        print(
+            f"avg_score={summary['avg_score']:.4f} count={summary['count']} "
+            f"errors={summary['error_count']} avg_latency_ms="
+            f"{'n/a' if latency is None else f'{latency:.1f}'} "
+            f"comparison_key={summary['comparison_key']} -> {output / 'summary.json'}"
+        )
+    return EXIT_OK
+
+
+def _handle_generate(args: argparse.Namespace) -> int:
+    return _run_guarded(args, ("generate",))
+
+
+def _handle_judge(args: argparse.Namespace) -> int:
+    return _run_guarded(args, ("judge",))
+
+
+def _handle_run(args: argparse.Namespace) -> int:
+    return _run_guarded(args, ("generate", "judge"))

@@ -1,0 +1,453 @@
+"""The OpenAI-compatible test double: an aiohttp server on loopback with scripted answers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from kyai.testing._model import (
+    CHARS_PER_TOKEN,
+    DEFAULT_CONTENT,
+    ChatRequest,
+    DoubleConfigError,
+    ModelSpec,
+    RecordedRequest,
+    Rule,
+    count_prompt_tokens,
+    count_text_tokens,
+)
+from kyai.testing._servers import (
+    OWNED_BY,
+    Answer,
+    OverflowStyle,
+    error_answer,
+    model_not_found_answer,
+    prompt_overflow_answer,
+    status_phrase,
+    total_overflow_answer,
+    unauthorized_answer,
+)
+
+#: Message of the 400 answered to ``"stream": true``.
+STREAMING_NOT_SUPPORTED = "streaming not supported by the double"
+
+#: Largest request body accepted (long prompts are the point of some tests).
+MAX_BODY_BYTES = 256 * 1024 * 1024
+
+#: Seconds the server waits for in-flight requests when it stops.
+SHUTDOWN_TIMEOUT_S = 1.0
+
+#: Seconds to wait for the background thread's server to start or stop.
+THREAD_TIMEOUT_S = 30.0
+
+
+class DoubleNotRunningError(RuntimeError):
+    """The double's address was asked for before it started or after it stopped."""
+
+
+@dataclass
+class _Reply:
+    """What the chat handler decided to send; ``drop`` closes the socket instead."""
+
+    status: int = 200
+    body: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    rule: int | None = None
+    drop: bool = False
+
+
+def _reply(answer: Answer, *, rule: int | None = None) -> _Reply:
+    status, body = answer
+    return _Reply(status=status, body=body, rule=rule)
+
+
+def _fit(text: str, budget: int) -> tuple[str, int, bool]:
+    """``text`` cut to ``budget`` tokens: (text, tokens used, whether it was cut)."""
+    tokens = count_text_tokens(text)
+    if tokens <= budget:
+        return text, tokens, False
+    return text[: budget * CHARS_PER_TOKEN], budget, True
+
+
+class LLMDouble:
+    """An OpenAI-compatible chat server for tests: scripted answers, real error wording.
+
+    Serves ``GET /health``, ``GET /v1/models`` and non-streaming
+    ``POST /v1/chat/completions`` on ``host:port`` (port 0 picks a free one). Use it as an
+    async context manager inside a test's event loop, or through :meth:`start_in_thread`
+    for code that runs elsewhere (a ``kyai`` subprocess, a synchronous test).
+
+    Every chat request is recorded in :attr:`requests`; :attr:`max_in_flight` is the
+    highest number of chat requests served at the same time.
+    """
+
+    def __init__(
+        self,
+        *,
+        models: Sequence[ModelSpec] = (ModelSpec("candidate"),),
+        rules: Sequence[Rule] = (),
+        latency_s: float = 0.0,
+        api_key: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        if not models:
+            raise DoubleConfigError("The double needs at least one model to serve.")
+        names = [model.name for model in models]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise DoubleConfigError(f"Model names must be unique; repeated: {duplicates}.")
+        if latency_s < 0:
+            raise DoubleConfigError(f"latency_s={latency_s} must not be negative.")
+        self.models: dict[str, ModelSpec] = {model.name: model for model in models}
+        self.rules: list[Rule] = list(rules)
+        self.latency_s = latency_s
+        self.api_key = api_key
+        self.host = host
+        self._requested_port = port
+        self.requests: list[RecordedRequest] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    def __repr__(self) -> str:
+        where = self.url if self._port is not None else "stopped"
+        return f"LLMDouble({where}, models={list(self.models)}, rules={len(self.rules)})"
+
+    # -- addresses -----------------------------------------------------------------------
+
+    @property
+    def style(self) -> OverflowStyle:
+        """The server family the double impersonates for model-independent answers."""
+        return next(iter(self.models.values())).overflow_style
+
+    @property
+    def port(self) -> int:
+        """The TCP port the double listens on."""
+        if self._port is None:
+            raise DoubleNotRunningError("The LLM double is not running; start it first.")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """The server root, e.g. ``http://127.0.0.1:40123``."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL, ``url + "/v1"``."""
+        return f"{self.url}/v1"
+
+    # -- records -------------------------------------------------------------------------
+
+    def requests_for(self, model: str) -> list[RecordedRequest]:
+        """The recorded chat requests addressed to ``model``."""
+        return [record for record in self.requests if record.model == model]
+
+    def reset(self) -> None:
+        """Forget recorded requests, the in-flight maximum and the rules' failure counts."""
+        self.requests.clear()
+        self.max_in_flight = self.in_flight
+        for rule in self.rules:
+            rule.failures = 0
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> LLMDouble:
+        """Start serving in the running event loop; returns ``self``."""
+        if self._runner is not None:
+            raise RuntimeError("The LLM double is already running.")
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/v1/models", self._list_models)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self._requested_port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+        return self
+
+    async def stop(self) -> None:
+        """Stop serving (idempotent); in-flight requests get a short grace period."""
+        runner, self._runner = self._runner, None
+        self._port = None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> LLMDouble:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    @contextmanager
+    def start_in_thread(self) -> Iterator[LLMDouble]:
+        """Serve from a background thread's event loop for the duration of a ``with`` block."""
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(
+            target=_run_loop, args=(loop,), name="kyai-llm-double", daemon=True
+        )
+        thread.start()
+        try:
+            asyncio.run_coroutine_threadsafe(self.start(), loop).result(THREAD_TIMEOUT_S)
+            try:
+                yield self
+            finally:
+                asyncio.run_coroutine_threadsafe(self.stop(), loop).result(THREAD_TIMEOUT_S)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(THREAD_TIMEOUT_S)
+
+    # -- handlers ------------------------------------------------------------------------
+
+    async def _health(self, _: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    def _authorized(self, request: web.Request) -> bool:
+        return self.api_key is None or (
+            request.headers.get("Authorization") == f"Bearer {self.api_key}"
+        )
+
+    async def _list_models(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            status, body = unauthorized_answer(self.style)
+            return web.json_response(body, status=status)
+        created = int(time.time())
+        cards = []
+        for spec in self.models.values():
+            card: dict[str, Any] = {
+                "id": spec.name,
+                "object": "model",
+                "created": created,
+                "owned_by": OWNED_BY[spec.overflow_style],
+                "root": spec.name,
+                "parent": None,
+            }
+            if spec.report_max_model_len and spec.max_model_len is not None:
+                card["max_model_len"] = spec.max_model_len
+            cards.append(card)
+        return web.json_response({"object": "list", "data": cards})
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        record = RecordedRequest(
+            model=None,
+            messages=[],
+            max_tokens=None,
+            body={},
+            headers=dict(request.headers),
+            started=time.monotonic(),
+        )
+        self.requests.append(record)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            reply = await self._answer_chat(request, record)
+        finally:
+            self.in_flight -= 1
+            record.finished = time.monotonic()
+        record.rule = reply.rule
+        if reply.drop or request.transport is None:
+            if request.transport is not None:
+                request.transport.close()
+            return web.Response(status=500)  # never sent: the socket is closed
+        record.status = reply.status
+        record.response = reply.body
+        return web.json_response(reply.body, status=reply.status, headers=reply.headers)
+
+    async def _answer_chat(self, request: web.Request, record: RecordedRequest) -> _Reply:
+        style = self.style
+        if not self._authorized(request):
+            return _reply(unauthorized_answer(style))
+        try:
+            body = json.loads(await request.read())
+        except ValueError as exc:
+            return _reply(error_answer(style, 400, f"The request body is not valid JSON: {exc}."))
+        if not isinstance(body, dict):
+            return _reply(error_answer(style, 400, "The request body must be a JSON object."))
+        record.body = body
+        messages = body.get("messages")
+        model = body.get("model") or next(iter(self.models))
+        record.model = str(model)
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            return _reply(error_answer(style, 400, "'messages' must be a list of objects."))
+        record.messages = messages
+        param = "max_completion_tokens" if body.get("max_completion_tokens") is not None else None
+        param = param or "max_tokens"
+        max_tokens = body.get(param)
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+        ):
+            return _reply(error_answer(style, 400, f"'{param}' must be an integer."))
+        record.max_tokens = max_tokens
+        if max_tokens is not None and max_tokens < 1:
+            text = f"max_tokens must be at least 1, got {max_tokens}."
+            return _reply(error_answer(style, 400, text))
+        if body.get("stream"):
+            return _reply(error_answer(style, 400, STREAMING_NOT_SUPPORTED))
+        spec = self.models.get(record.model)
+        if spec is None:
+            return _reply(model_not_found_answer(style, record.model))
+        chat = ChatRequest(
+            model=spec.name,
+            messages=messages,
+            max_tokens=max_tokens,
+            body=body,
+            headers=record.headers,
+        )
+        prompt_tokens = count_prompt_tokens(messages)
+        window = spec.max_model_len
+        limit = max_tokens
+        if window is not None:
+            if prompt_tokens >= window:
+                return _reply(
+                    prompt_overflow_answer(
+                        spec.overflow_style,
+                        prompt_tokens=prompt_tokens,
+                        max_model_len=window,
+                        max_tokens=max_tokens,
+                        max_tokens_param=param,
+                    )
+                )
+            if max_tokens is not None and prompt_tokens + max_tokens > window:
+                if not spec.clamp_max_tokens:
+                    return _reply(
+                        total_overflow_answer(
+                            spec.overflow_style,
+                            prompt_tokens=prompt_tokens,
+                            max_model_len=window,
+                            max_tokens=max_tokens,
+                            max_tokens_param=param,
+                        )
+                    )
+            limit = window - prompt_tokens if limit is None else min(limit, window - prompt_tokens)
+        return await self._scripted(chat, spec, prompt_tokens=prompt_tokens, limit=limit)
+
+    def _pick(self, chat: ChatRequest) -> tuple[int | None, Rule, bool]:
+        """The answering rule: (index or None for the default, rule, whether it fails now)."""
+        for index, rule in enumerate(self.rules):
+            if not rule.matches(chat):
+                continue
+            if rule.fails and not rule.exhausted:
+                rule.failures += 1
+                return index, rule, True
+            if rule.fails and rule.content == DEFAULT_CONTENT and rule.reasoning_content is None:
+                continue  # an exhausted error-only rule lets later rules answer
+            return index, rule, False
+        return None, Rule(), False
+
+    async def _scripted(
+        self, chat: ChatRequest, spec: ModelSpec, *, prompt_tokens: int, limit: int | None
+    ) -> _Reply:
+        style = spec.overflow_style
+        try:
+            index, rule, failing = self._pick(chat)
+        except Exception as exc:
+            return _reply(error_answer(style, 500, f"A rule's match predicate raised {exc!r}."))
+        delay = self.latency_s + rule.delay_s
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if failing:
+            if rule.drop_connection:
+                return _Reply(status=0, drop=True, rule=index)
+            assert rule.status is not None
+            error_text = rule.error_message or status_phrase(rule.status)
+            reply = _reply(
+                error_answer(style, rule.status, error_text, error_type=rule.error_type),
+                rule=index,
+            )
+            if rule.retry_after is not None:
+                reply.headers["Retry-After"] = f"{rule.retry_after:g}"
+            return reply
+        try:
+            content: str | None = rule.answer_text(chat)
+        except Exception as exc:
+            return _reply(
+                error_answer(style, 500, f"A rule's content callable raised {exc!r}."), rule=index
+            )
+        reasoning_content, reasoning = rule.reasoning_content, rule.reasoning
+        finish_reason = rule.finish_reason
+        used = 0
+        budget = limit
+        truncated = False
+        thinking = reasoning_content if reasoning_content is not None else reasoning
+        if thinking is not None:
+            if budget is None:
+                used += count_text_tokens(thinking)
+            else:
+                thinking, spent, cut = _fit(thinking, budget)
+                used, budget, truncated = used + spent, budget - spent, truncated or cut
+            if reasoning_content is not None:
+                reasoning_content = thinking
+            if reasoning is not None:
+                reasoning = thinking
+        assert content is not None
+        if budget is None:
+            used += count_text_tokens(content)
+        elif budget == 0 and content:
+            content, truncated = None, True  # the reasoning took the whole budget
+        else:
+            content, spent, cut = _fit(content, budget)
+            used, truncated = used + spent, truncated or cut
+        if truncated:
+            finish_reason = "length"
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if reasoning_content is not None:
+            message["reasoning_content"] = reasoning_content
+        if reasoning is not None:
+            message["reasoning"] = reasoning
+        body = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": chat.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": used,
+                "total_tokens": prompt_tokens + used,
+            },
+        }
+        return _Reply(status=200, body=body, rule=index)
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Run ``loop`` until stopped, then shut it down cleanly (for :meth:`start_in_thread`)."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()

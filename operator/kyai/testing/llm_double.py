@@ -1,0 +1,198 @@
+"""An OpenAI-compatible LLM test double, in-process or as a command.
+
+In tests::
+
+    async with LLMDouble(models=[ModelSpec("candidate", max_model_len=2048)],
+                         rules=[Rule(match="capital of France", content="Paris")]) as double:
+        ...  # point the client at double.base_url
+
+    with LLMDouble(...).start_in_thread() as double:   # for subprocesses / sync code
+        ...
+
+As a command (serves until SIGINT or SIGTERM; prints its URL first)::
+
+    python -m kyai.testing.llm_double --port 8000 --model candidate --judge-model judge \
+        --max-model-len 4096 --latency 0.2 --rules rules.json
+
+A rules file is a JSON list of objects with :class:`Rule`'s fields (string ``match`` and
+``content`` only); ``"judge": true`` answers with :func:`substring_judge`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from kyai.testing._double import STREAMING_NOT_SUPPORTED, DoubleNotRunningError, LLMDouble
+from kyai.testing._judge import substring_judge
+from kyai.testing._model import (
+    DEFAULT_CONTENT,
+    ChatRequest,
+    DoubleConfigError,
+    ModelSpec,
+    RecordedRequest,
+    Rule,
+    count_prompt_tokens,
+    count_text_tokens,
+)
+from kyai.testing._servers import OVERFLOW_STYLES, OverflowStyle
+
+__all__ = [
+    "DEFAULT_CONTENT",
+    "OVERFLOW_STYLES",
+    "STREAMING_NOT_SUPPORTED",
+    "ChatRequest",
+    "DoubleConfigError",
+    "DoubleNotRunningError",
+    "LLMDouble",
+    "ModelSpec",
+    "OverflowStyle",
+    "RecordedRequest",
+    "Rule",
+    "count_prompt_tokens",
+    "count_text_tokens",
+    "main",
+    "rules_from_json",
+    "substring_judge",
+]
+
+_RULE_FIELDS = {f.name for f in fields(Rule) if f.init}
+
+
+def rules_from_json(data: Any) -> list[Rule]:
+    """Rules from parsed JSON: a list of objects with :class:`Rule`'s fields.
+
+    ``"judge": true`` makes the rule answer with :func:`substring_judge`.
+    """
+    if not isinstance(data, list):
+        raise DoubleConfigError("A rules file must hold a JSON list of rule objects.")
+    rules = []
+    for position, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise DoubleConfigError(f"Rule #{position} is not a JSON object.")
+        options = dict(item)
+        judge = bool(options.pop("judge", False))
+        unknown = sorted(set(options) - _RULE_FIELDS)
+        if unknown:
+            raise DoubleConfigError(f"Rule #{position} has unknown fields {unknown}.")
+        rule = Rule(**options)
+        if judge:
+            rule.content = substring_judge
+        rules.append(rule)
+    return rules
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m kyai.testing.llm_double",
+        description="Serve an OpenAI-compatible LLM test double on loopback.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (0: any free port)")
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="a served candidate model (repeatable; default: candidate)",
+    )
+    parser.add_argument(
+        "--judge-model",
+        action="append",
+        default=[],
+        help="a served model answered by the substring judge (repeatable)",
+    )
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=4096,
+        help="context window of every model; 0 for unlimited (4096)",
+    )
+    parser.add_argument(
+        "--no-report-max-model-len",
+        action="store_true",
+        help="leave max_model_len off the /v1/models cards (like TRT-LLM, llama.cpp)",
+    )
+    parser.add_argument("--overflow-style", choices=OVERFLOW_STYLES, default="vllm")
+    parser.add_argument(
+        "--clamp-max-tokens",
+        action="store_true",
+        help="silently clamp an oversized max_tokens (like llama.cpp)",
+    )
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per chat answer")
+    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
+    parser.add_argument(
+        "--answer", default=DEFAULT_CONTENT, help="answer when no rule matches (OK)"
+    )
+    parser.add_argument("--rules", type=Path, default=None, help="JSON file of rules")
+    parser.add_argument(
+        "--ready-file", type=Path, default=None, help="write the URL here once listening"
+    )
+    return parser
+
+
+def build_double(args: argparse.Namespace) -> LLMDouble:
+    """The double a parsed command line describes."""
+    window = args.max_model_len if args.max_model_len > 0 else None
+
+    def spec(name: str) -> ModelSpec:
+        return ModelSpec(
+            name,
+            max_model_len=window,
+            report_max_model_len=not args.no_report_max_model_len,
+            overflow_style=args.overflow_style,
+            clamp_max_tokens=args.clamp_max_tokens,
+        )
+
+    candidates = args.model or ([] if args.judge_model else ["candidate"])
+    models = [spec(name) for name in [*candidates, *args.judge_model]]
+    rules: list[Rule] = []
+    if args.rules is not None:
+        rules.extend(rules_from_json(json.loads(args.rules.read_text(encoding="utf-8"))))
+    rules.extend(Rule(model=name, content=substring_judge) for name in args.judge_model)
+    rules.append(Rule(content=args.answer))
+    return LLMDouble(
+        models=models,
+        rules=rules,
+        latency_s=args.latency,
+        api_key=args.api_key,
+        host=args.host,
+        port=args.port,
+    )
+
+
+async def _serve(double: LLMDouble, ready_file: Path | None) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    async with double:
+        print(
+            f"LLM double listening on {double.url} (models: {', '.join(double.models)})",
+            flush=True,
+        )
+        if ready_file is not None:
+            ready_file.write_text(double.url + "\n", encoding="utf-8")
+        await stop.wait()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the double from the command line until SIGINT or SIGTERM."""
+    args = _parser().parse_args(argv)
+    try:
+        double = build_double(args)
+    except (DoubleConfigError, OSError, ValueError, TypeError) as exc:
+        print(f"llm_double: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(_serve(double, args.ready_file))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
