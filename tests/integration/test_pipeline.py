@@ -276,12 +276,19 @@ async def test_overflow_shrinks_and_succeeds(tmp_path: Path, style: str) -> None
 async def test_llamacpp_clamps_silently_and_refuses_long_prompts(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     path.write_text(
-        json.dumps({"instruction": "short question", "ground_truth_response": "OK"}) + "\n"
-        + json.dumps({"instruction": "long " * 3000, "ground_truth_response": "OK"}) + "\n"
+        json.dumps({"instruction": "short question", "ground_truth_response": "OK"})
+        + "\n"
+        + json.dumps({"instruction": "long " * 3000, "ground_truth_response": "OK"})
+        + "\n"
     )
     dataset = load_dataset(str(path), generation_prompt=GEN_PROMPT, judge_prompt=JUDGE_PROMPT)
-    spec = ModelSpec("cand", max_model_len=2048, report_max_model_len=False,
-                     overflow_style="llamacpp", clamp_max_tokens=True)
+    spec = ModelSpec(
+        "cand",
+        max_model_len=2048,
+        report_max_model_len=False,
+        overflow_style="llamacpp",
+        clamp_max_tokens=True,
+    )
     async with LLMDouble(models=[spec]) as double:
         outcome = await generate(dataset, tmp_path / "out", CandidateConfig(double.url, "cand"))
     assert outcome.window.source == "default"
@@ -300,8 +307,9 @@ async def test_config_json_sets_the_window_when_the_server_is_silent(tmp_path: P
     dataset = load_dataset(str(path), generation_prompt=GEN_PROMPT, judge_prompt=JUDGE_PROMPT)
     spec = ModelSpec("cand", max_model_len=3000, report_max_model_len=False)
     async with LLMDouble(models=[spec]) as double:
-        outcome = await generate(dataset, tmp_path / "out",
-                                 CandidateConfig(double.url, "cand", model_config_path=config))
+        outcome = await generate(
+            dataset, tmp_path / "out", CandidateConfig(double.url, "cand", model_config_path=config)
+        )
         sent = double.requests[0]
     assert (outcome.window.tokens, outcome.window.source) == (3000, "config")
     assert sent.max_tokens is not None and 2900 <= sent.max_tokens < 3000

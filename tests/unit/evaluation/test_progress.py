@@ -6,8 +6,9 @@ from kyai.evaluation import Progress, ProgressUpdate
 def test_plain_lines_when_not_a_terminal() -> None:
     stream = io.StringIO()
     seen: list[ProgressUpdate] = []
-    progress = Progress("generate", total=3, done=1, stream=stream, interval_s=0.0,
-                        listener=seen.append)
+    progress = Progress(
+        "generate", total=3, done=1, stream=stream, interval_s=0.0, listener=seen.append
+    )
     progress.advance()
     progress.advance(error=True)
     progress.close()
