@@ -281,3 +281,54 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         main(["generate", "--concurrency", "0"])
     assert info.value.code == 2
     assert "--concurrency" in capsys.readouterr().err
+
+
+def test_builtin_dataset_from_native_file(tmp_path: Path) -> None:
+    from kyai.datasets import GENERATION_PROMPTS, JUDGE_PROMPTS
+
+    native = Path(__file__).parent.parent / "unit/datasets/data/native/math500_test.jsonl"
+    server = LLMDouble(
+        models=[ModelSpec("cand"), ModelSpec("judge")],
+        rules=[
+            Rule(model="cand", content="Final answer: 2"),
+            Rule(model="judge", content=substring_judge),
+        ],
+    )
+    out = tmp_path / "math"
+    with server.start_in_thread() as double:
+        status = main(
+            [
+                "run",
+                "--endpoint",
+                double.url,
+                "--model",
+                "cand",
+                "--dataset",
+                "math-500",
+                "--dataset-file",
+                str(native),
+                "--judge-endpoint",
+                double.url,
+                "--judge-model",
+                "judge",
+                "--output",
+                str(out),
+                "--quiet",
+            ]
+        )
+        candidate = double.requests_for("cand")
+        judged = double.requests_for("judge")
+    assert status == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["dataset"] == "math-500" and summary["dataset_version"] == "v1"
+    assert summary["generation_prompt_id"] == "math-500-answer"
+    assert summary["judge_prompt_id"] == "math-final-answer-judge"
+    assert candidate and all(
+        r.messages[0]["content"] == GENERATION_PROMPTS["math-500-answer"] for r in candidate
+    )
+    assert judged and all(
+        r.messages[0]["content"] == JUDGE_PROMPTS["math-final-answer-judge"] for r in judged
+    )
+    # Only the row whose answer is 2 is right.
+    assert summary["scores"].count(1.0) == 1
+    assert summary["count"] == len(candidate)

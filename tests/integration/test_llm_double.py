@@ -715,3 +715,25 @@ def test_command_line(tmp_path: Path) -> None:
     assert process.returncode == 0, err
     assert "LLM double listening on http://127.0.0.1:" in out
     assert err == ""
+
+
+# -- demo ----------------------------------------------------------------------------------
+
+
+def test_demo_runs_kyai_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kyai.testing.demo import DEMO_ROWS, run_demo
+
+    output = tmp_path / "run"
+    assert run_demo(output, latency_s=0.0) == 0
+    summary = json.loads((output / "summary.json").read_text())
+    judgements = [
+        json.loads(line) for line in (output / "judgements.jsonl").read_text().splitlines()
+    ]
+    scores = {j["row_id"]: j["score"] for j in judgements}
+    # One scripted answer is wrong (Kyoto for Tokyo); the others, <think> row included, are right.
+    assert scores == {
+        row.row_id: (0.0 if row.row_id == "capital-japan" else 1.0) for row in DEMO_ROWS
+    }
+    assert summary["avg_score"] == pytest.approx(5 / 6, abs=1e-4)
+    printed = capsys.readouterr().out
+    assert "capital-japan" in printed and str(output) in printed
