@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck unit demo bench clean
+.PHONY: setup test lint typecheck unit demo bench crds clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,10 @@ unit: $(STAMP)
 ## make test: lint, type-check and the whole test suite (what CI runs).
 test: lint typecheck
 	$(BIN)/pytest -q
+
+## make crds: regenerate crds/ from the pydantic models in operator/kyai/api.
+crds: $(STAMP)
+	$(BIN)/python -m kyai.api crds
 
 ## make demo: a local KYAI run against the bundled OpenAI-compatible stand-in.
 demo: $(STAMP)

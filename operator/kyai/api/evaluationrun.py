@@ -1,0 +1,295 @@
+"""EvaluationRun: one candidate on one snapshot, generated then judged."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from kyai.api._base import (
+    ConfigMapKeyReference,
+    KyaiModel,
+    LocalObjectReference,
+    Name,
+    SecretKeyReference,
+    StatusBase,
+)
+from kyai.api.workload import Quantity
+
+JudgeName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
+
+
+class LLMJudge(KyaiModel):
+    """An OpenAI-compatible judge: an endpoint and model, or an in-cluster Workload."""
+
+    endpoint: Annotated[str, Field(pattern=r"^https?://")] | None = None
+    """The judge's OpenAI-compatible base URL."""
+    model: str | None = None
+    """The judge model's name (default with workloadRef: the Workload's served name)."""
+    api_key_secret_ref: SecretKeyReference | None = None
+    """The Secret key holding the judge's API key."""
+    workload_ref: LocalObjectReference | None = None
+    """A Workload serving the judge (instead of endpoint)."""
+
+
+class PythonGrader(KyaiModel):
+    """A Python grader declaration (the grader contract's fields)."""
+
+    contract: Literal["sample", "batch", "model_backed"] = "sample"
+    """sample: grade(sample, item[, ctx]); batch: grade_batch(samples[, ctx]); model_backed:
+    either, with ctx.responses_create / ctx.embeddings_create routed to the judge."""
+    execution: Literal["per_sample", "aggregate"] | None = None
+    """Override of the execution mode (default set by the contract)."""
+    model_access: Literal["mka1", "none"] | None = None
+    """mka1 enables ctx.responses_create / ctx.embeddings_create (default: mka1 for
+    model_backed, none otherwise)."""
+    metric_id: str = "score"
+    """The score key used when the grader returns a single float."""
+    source: str | None = None
+    """Inline Python source."""
+    config_map_ref: ConfigMapKeyReference | None = None
+    """A ConfigMap key holding the Python file (instead of source)."""
+    timeout_seconds: int = Field(default=120, ge=1, le=600)
+    """Sandbox time limit per grader execution."""
+    max_model_calls: int = Field(default=64, ge=0, le=500)
+    """Model calls one execution may make."""
+    metrics: list[str] | None = None
+    """Declared metric ids; unexpected batch metrics are dropped."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PythonGrader:
+        if (self.source is None) == (self.config_map_ref is None):
+            raise ValueError("a python grader needs exactly one of source, configMapRef")
+        return self
+
+
+class JudgeSpec(KyaiModel):
+    """How answers are scored."""
+
+    name: JudgeName | None = None
+    """A short name for this judge's results (needed when several judges are listed)."""
+    type: Literal["llm", "builtin", "python"] = "llm"
+    """llm: an LLM judge (KYAI's default); builtin: the dataset's deterministic grader;
+    python: a Python grader."""
+    llm: LLMJudge | None = None
+    """The LLM judge (type llm; default: the operator's configured platform judge)."""
+    workload_ref: LocalObjectReference | None = None
+    """Shorthand for llm.workloadRef."""
+    python: PythonGrader | None = None
+    """The Python grader (type python)."""
+    prompt: str | None = Field(default=None, min_length=1)
+    """Replaces the snapshot's judge prompt for this judge (changes the comparison key)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JudgeSpec:
+        if self.type == "python" and self.python is None:
+            raise ValueError("judge.type python needs judge.python")
+        if self.type != "python" and self.python is not None:
+            raise ValueError("judge.python applies only to judge.type python")
+        if self.type != "llm" and (self.llm is not None or self.workload_ref is not None):
+            raise ValueError("judge.llm and judge.workloadRef apply only to judge.type llm")
+        if (
+            self.llm is not None
+            and self.llm.endpoint
+            and (self.llm.workload_ref is not None or self.workload_ref is not None)
+        ):
+            raise ValueError("judge.llm.endpoint and a judge workloadRef exclude each other")
+        return self
+
+    @property
+    def judge_workload(self) -> str | None:
+        """The Workload serving this LLM judge, if any."""
+        if self.workload_ref is not None:
+            return self.workload_ref.name
+        if self.llm is not None and self.llm.workload_ref is not None:
+            return self.llm.workload_ref.name
+        return None
+
+
+class GenerationSettings(KyaiModel):
+    """How the candidate is asked."""
+
+    concurrency: int = Field(default=16, ge=1, le=1024)
+    """Requests in flight at most."""
+    request_timeout_seconds: int = Field(default=600, ge=1, le=86400)
+    """Time one request may take."""
+    max_retries: int = Field(default=5, ge=0, le=50)
+    """Retries after 429, 5xx, time-outs and connection errors."""
+
+
+class GenerationFrom(KyaiModel):
+    """Re-judge the stored answers of another run: the candidate is not called."""
+
+    run_ref: LocalObjectReference
+    """The EvaluationRun whose generations are judged again."""
+
+
+class Thresholds(KyaiModel):
+    """Gates reported in the Passed condition."""
+
+    avg_score: float | None = Field(default=None, ge=0, le=1)
+    """The lowest acceptable avgScore."""
+    max_error_rate: float | None = Field(default=None, ge=0, le=1)
+    """The highest acceptable share of rows that errored."""
+
+
+class Storage(KyaiModel):
+    """Where raw outputs live: a PVC per run, or an existing claim."""
+
+    existing_claim: Name | None = None
+    """Use this PVC (results go to a sub-directory named after the run)."""
+    size: Quantity = "1Gi"
+    """Size of the PVC the operator creates."""
+    storage_class_name: str | None = None
+    """StorageClass of the PVC the operator creates (default: the cluster's)."""
+
+
+class JobSettings(KyaiModel):
+    """The generation and judge Jobs."""
+
+    backoff_limit: int = Field(default=2, ge=0, le=10)
+    """Pod retries of each Job (a retried generation resumes where it stopped)."""
+    active_deadline_seconds: int | None = Field(default=None, ge=60)
+    """Time limit of each Job."""
+
+
+class EvaluationRunSpec(KyaiModel):
+    """One candidate (Workload) on one question set (Snapshot)."""
+
+    workload_ref: LocalObjectReference | None = None
+    """The candidate. Required unless generationFrom is set."""
+    snapshot_ref: LocalObjectReference | None = None
+    """The question set. Required unless generationFrom is set."""
+    judge: JudgeSpec | None = None
+    """How answers are scored (default: the operator's configured judge)."""
+    judges: list[JudgeSpec] | None = None
+    """Several judges on the same answers (each its own score and comparison key, plus
+    agreement figures); instead of judge."""
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    """How the candidate is asked."""
+    generation_from: GenerationFrom | None = None
+    """Re-judge another run's stored answers instead of generating."""
+    thresholds: Thresholds | None = None
+    """Gates for the Passed condition."""
+    storage: Storage = Field(default_factory=Storage)
+    """Where raw outputs live."""
+    jobs: JobSettings = Field(default_factory=JobSettings)
+    """Job settings."""
+
+    @model_validator(mode="after")
+    def _refs(self) -> EvaluationRunSpec:
+        if self.generation_from is None:
+            missing = [
+                field
+                for field, value in (
+                    ("spec.workloadRef", self.workload_ref),
+                    ("spec.snapshotRef", self.snapshot_ref),
+                )
+                if value is None
+            ]
+            if missing:
+                raise ValueError(
+                    f"{' and '.join(missing)} required (or spec.generationFrom to re-judge)"
+                )
+        if self.judge is not None and self.judges:
+            raise ValueError("set spec.judge or spec.judges, not both")
+        if self.judges:
+            names = [judge.name for judge in self.judges]
+            if len(self.judges) > 1 and (None in names or len(set(names)) != len(names)):
+                raise ValueError("spec.judges: each judge needs a unique name")
+        return self
+
+    def judge_list(self) -> list[JudgeSpec]:
+        """The judges to run (an empty JudgeSpec stands for the default judge)."""
+        if self.judges:
+            return list(self.judges)
+        return [self.judge or JudgeSpec()]
+
+
+EvaluationRunPhase = Literal["Pending", "Generating", "Judging", "Succeeded", "Failed"]
+
+
+class Progress(KyaiModel):
+    """Live progress reported by the workers."""
+
+    model_config = KyaiModel.model_config | {"extra": "ignore"}
+
+    phase: str | None = None
+    """generate or judge."""
+    done: int | None = None
+    """Rows finished."""
+    total: int | None = None
+    """Rows in all."""
+    errors: int | None = None
+    """Rows that errored so far."""
+    updated_at: str | None = None
+    """When the workers last reported."""
+
+
+class JudgeResult(KyaiModel):
+    """One judge's result when several judges score the same answers."""
+
+    model_config = KyaiModel.model_config | {"extra": "ignore"}
+
+    name: str
+    """The judge's name."""
+    avg_score: float | None = None
+    """Its average score."""
+    comparison_key: str | None = None
+    """Its comparison key."""
+    error_count: int | None = None
+    """Rows it scored 0 because of an error."""
+
+
+class EvaluationRunStatus(StatusBase):
+    """The run's phase and, once judged, its scores."""
+
+    phase: EvaluationRunPhase | None = None
+    """Pending, Generating, Judging, Succeeded or Failed."""
+    avg_score: float | None = None
+    """Mean score over every question (errors count 0)."""
+    avg_latency_ms: float | None = None
+    """Mean latency of the candidate's successful answers."""
+    questions: int | None = None
+    """Questions in the snapshot."""
+    errors: dict[str, int] | None = None
+    """Rows scored 0 because of an error, by kind."""
+    error_count: int | None = None
+    """Rows scored 0 because of an error."""
+    comparison_key: str | None = None
+    """Results with equal keys may be ranked against each other."""
+    progress: Progress | None = None
+    """Live progress of the current phase."""
+    started_at: str | None = None
+    """When generation started."""
+    completed_at: str | None = None
+    """When the run finished."""
+    generation_job: str | None = None
+    """The generation Job's name."""
+    judge_job: str | None = None
+    """The judge Job's name."""
+    results_claim: str | None = None
+    """The PVC holding generations.jsonl, judgements.jsonl and summary.json."""
+    results_path: str | None = None
+    """The directory of this run's results inside the claim."""
+    model: str | None = None
+    """The candidate's served model name."""
+    framework: str | None = None
+    """The candidate's serving framework."""
+    dataset: str | None = None
+    """The snapshot's dataset name."""
+    dataset_version: str | None = None
+    """The snapshot's version."""
+    dataset_sha256: str | None = None
+    """The snapshot's content hash."""
+    judge_model: str | None = None
+    """The judge model (or grader) that scored the answers."""
+    scores: list[float] | None = None
+    """Per-question scores in row order (compact; omitted for very large snapshots)."""
+    judges: list[JudgeResult] | None = None
+    """Per-judge results when several judges are listed."""
+    agreement: Annotated[
+        dict[str, Any] | None,
+        Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),
+    ] = None
+    """Agreement between judges (exact agreement, mean absolute difference, Cohen's kappa)."""

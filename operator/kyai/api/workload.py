@@ -1,0 +1,129 @@
+"""Workload: one candidate model, served by the operator or reached at an endpoint."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from kyai.api._base import KyaiModel, LocalObjectReference, Name, SecretKeyReference, StatusBase
+from kyai.api.engineargsset import Framework
+
+PreserveObject = Annotated[
+    dict[str, Any],
+    Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),
+]
+Quantity = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?([EPTGMK]i?|[mkMGTPE]|e[0-9]+)?$")]
+
+
+class Resources(KyaiModel):
+    """What the engine's pod asks for."""
+
+    gpus: int = Field(default=1, ge=0, le=64)
+    """GPUs per replica (requests and limits). 0 for a CPU-only engine."""
+    gpu_resource_name: str = "nvidia.com/gpu"
+    """The extended resource that counts GPUs (e.g. nvidia.com/gpu, amd.com/gpu)."""
+    cpu: Quantity | None = None
+    """CPU request, e.g. "8"."""
+    memory: Quantity | None = None
+    """Memory request and limit, e.g. "64Gi"."""
+
+
+class ModelCache(KyaiModel):
+    """A PersistentVolumeClaim that keeps downloaded weights between restarts."""
+
+    claim_name: Name
+    """The PVC's name (it must exist in the Workload's namespace)."""
+    mount_path: str = "/root/.cache/huggingface"
+    """Where the claim is mounted; HF_HOME points there."""
+    read_only: bool = False
+    """Mount read-only (a pre-filled cache shared by many Workloads)."""
+
+
+class Endpoint(KyaiModel):
+    """A model served elsewhere: no pods are launched."""
+
+    url: Annotated[str, Field(pattern=r"^https?://")]
+    """The OpenAI-compatible base URL, e.g. http://vllm.team-a.svc:8000/v1."""
+    api_key_secret_ref: SecretKeyReference | None = None
+    """The Secret key holding the endpoint's API key, if it needs one."""
+
+
+class Probes(KyaiModel):
+    """How long the engine may take to become healthy."""
+
+    startup_timeout_seconds: int = Field(default=3600, ge=60, le=86400)
+    """Time allowed from container start to the first healthy /health (weights download and
+    load can take many minutes)."""
+
+
+class WorkloadSpec(KyaiModel):
+    """One candidate: a model on a serving engine, or an endpoint serving it."""
+
+    framework: Framework
+    """The serving framework: vllm, sglang or trtllm."""
+    model: str = Field(min_length=1)
+    """The model to serve: a HuggingFace id (org/name) or a path inside the container."""
+    served_model_name: str | None = None
+    """The name clients ask for (default: the model)."""
+    engine_args_set_ref: LocalObjectReference | None = None
+    """The EngineArgsSet with the engine's flags (its framework must match)."""
+    image: str | None = None
+    """The engine's container image (default: the operator's configured image for the
+    framework)."""
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    """When to pull the image."""
+    replicas: int = Field(default=1, ge=0, le=64)
+    """Engine replicas behind the Service."""
+    resources: Resources = Field(default_factory=Resources)
+    """GPU, CPU and memory of each replica."""
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    """Node labels the pods must match."""
+    tolerations: list[PreserveObject] = Field(default_factory=list)
+    """Pod tolerations (core/v1 Toleration objects)."""
+    affinity: PreserveObject | None = None
+    """Pod affinity (a core/v1 Affinity object)."""
+    model_cache: ModelCache | None = None
+    """A PVC for the weights cache."""
+    hf_token_secret_ref: SecretKeyReference | None = None
+    """The Secret key holding a HuggingFace token (HF_TOKEN) for gated models."""
+    shm_size: Quantity = "16Gi"
+    """Size of the memory-backed /dev/shm (NCCL and tensor parallelism need it)."""
+    probes: Probes = Field(default_factory=Probes)
+    """Startup, readiness and liveness timing."""
+    endpoint: Endpoint | None = None
+    """Set instead of serving: the model is already served at this URL."""
+
+    @model_validator(mode="after")
+    def _endpoint_or_engine(self) -> WorkloadSpec:
+        if self.endpoint is not None and self.engine_args_set_ref is not None:
+            raise ValueError(
+                "spec.endpoint and spec.engineArgsSetRef exclude each other: a Workload with an "
+                "endpoint launches no engine"
+            )
+        return self
+
+    @property
+    def served_name(self) -> str:
+        """The name clients ask for."""
+        return self.served_model_name or self.model
+
+
+WorkloadPhase = Literal["Pending", "Deploying", "Ready", "Failed"]
+
+
+class WorkloadStatus(StatusBase):
+    """Where the candidate can be reached, and what it serves."""
+
+    phase: WorkloadPhase | None = None
+    """Pending, Deploying, Ready or Failed."""
+    endpoint: str | None = None
+    """The OpenAI-compatible base URL of the candidate."""
+    served_model_name: str | None = None
+    """The model name the server reports."""
+    max_model_len: int | None = None
+    """The context window the server reports on /v1/models (absent when it reports none)."""
+    ready_replicas: int | None = None
+    """Replicas passing their readiness probe."""
+    engine_args_hash: str | None = None
+    """Hash of the EngineArgsSet the Deployment was built from."""

@@ -1,0 +1,44 @@
+"""Names shared by the operator, its workers and its manifests: one place, no string drift."""
+
+from __future__ import annotations
+
+#: The API group and version of every KYAI custom resource.
+GROUP = "kyai.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+#: Kind → (plural, singular, short names), the CRDs' names.
+KINDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "EngineArgsSet": ("engineargssets", "engineargsset", ("eas",)),
+    "Workload": ("workloads", "workload", ("wl",)),
+    "Snapshot": ("snapshots", "snapshot", ("snap",)),
+    "EvaluationRun": ("evaluationruns", "evaluationrun", ("er",)),
+}
+
+#: The category ``kubectl get kyai`` lists.
+CATEGORY = "kyai"
+
+#: Label keys set on every child object.
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_PART_OF = "app.kubernetes.io/part-of"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_WORKLOAD = f"{GROUP}/workload"
+LABEL_RUN = f"{GROUP}/evaluation-run"
+LABEL_SNAPSHOT = f"{GROUP}/snapshot"
+LABEL_PHASE = f"{GROUP}/phase"
+
+#: Annotation keys.
+ANNOTATION_ENGINE_ARGS_HASH = f"{GROUP}/engine-args-hash"
+ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
+
+#: The finalizer and the prefix kopf uses for its own bookkeeping annotations.
+FINALIZER = f"{GROUP}/finalizer"
+KOPF_PREFIX = f"operator.{GROUP}"
+
+#: The name the operator gives itself in managed-by labels and events.
+MANAGER = "kyai-operator"
+
+#: The port every engine serves on inside its pod.
+ENGINE_PORT = 8000

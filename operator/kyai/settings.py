@@ -1,0 +1,89 @@
+"""The operator's settings: one object, documented field by field, validated at start.
+
+Every field can be set from the environment (``KYAI_`` + the field name in upper case; the
+Helm chart sets them from its values) and the most common ones from ``kyai operator`` flags.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kyai import __version__
+
+#: The project's own image: evaluation Jobs run it.
+DEFAULT_WORKER_IMAGE = f"ghcr.io/kyai-io/kyai-operator:{__version__}"
+
+#: Default engine images, pinned (override per Workload with spec.image, or here).
+DEFAULT_ENGINE_IMAGES: dict[str, str] = {
+    "vllm": "vllm/vllm-openai:v0.11.0",
+    "sglang": "lmsysorg/sglang:v0.5.3-cu126",
+    "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+}
+
+
+class OperatorSettings(BaseModel):
+    """How the operator runs; see each field."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to watch (empty: all namespaces)."""
+    worker_image: str = DEFAULT_WORKER_IMAGE
+    """Image of the generation and judge Jobs (this project's image)."""
+    worker_image_pull_policy: str = "IfNotPresent"
+    """Pull policy of the worker image."""
+    vllm_image: str = DEFAULT_ENGINE_IMAGES["vllm"]
+    """Default image of vLLM Workloads."""
+    sglang_image: str = DEFAULT_ENGINE_IMAGES["sglang"]
+    """Default image of SGLang Workloads."""
+    trtllm_image: str = DEFAULT_ENGINE_IMAGES["trtllm"]
+    """Default image of TensorRT-LLM Workloads."""
+    default_judge_endpoint: str | None = None
+    """The platform judge's OpenAI-compatible base URL, used when a run names no judge."""
+    default_judge_model: str | None = None
+    """The platform judge's model."""
+    default_judge_secret_namespace: str | None = None
+    """Namespace of the Secret holding the platform judge's API key (the operator copies
+    the key into each run's namespace as an owned Secret)."""
+    default_judge_secret_name: str | None = None
+    """Name of the Secret holding the platform judge's API key."""
+    default_judge_secret_key: str = "api-key"
+    """Key within that Secret."""
+    metrics_port: int = Field(default=8080, ge=1, le=65535)
+    """Port of /metrics."""
+    health_port: int = Field(default=8081, ge=1, le=65535)
+    """Port of the liveness endpoint (/healthz)."""
+    workload_poll_seconds: float = Field(default=15.0, gt=0)
+    """How often a Workload's /v1/models is read while it is not Ready."""
+    snapshot_configmap_limit_bytes: int = Field(default=900_000, ge=1024)
+    """Largest ConfigMap the operator writes for a Snapshot (the API server's limit is
+    1 MiB for the whole object)."""
+
+    @field_validator("namespaces", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: object
+    ) -> OperatorSettings:
+        """Settings from ``KYAI_*`` variables, then ``overrides`` (flags) on top."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for name in cls.model_fields:
+            variable = f"KYAI_{name.upper()}"
+            if variable in environ:
+                values[name] = environ[variable]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(values)
+
+    def engine_image(self, framework: str) -> str:
+        """The default image of a framework."""
+        images = {"vllm": self.vllm_image, "sglang": self.sglang_image, "trtllm": self.trtllm_image}
+        return images[framework]
