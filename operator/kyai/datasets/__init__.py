@@ -28,6 +28,7 @@ from ._hub import Downloader, hf_download
 from ._load import load_dataset
 from ._model import Dataset, Prompts, Row, canonical_jsonl, dataset_sha256
 from ._prompts import GENERATION_PROMPTS, JUDGE_PROMPTS
+from ._snapshot import SnapshotFiles, load_snapshot_dir, snapshot_files
 from ._store import dataset_from_dict, dataset_to_dict, read_rows_jsonl, write_rows_jsonl
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "Downloader",
     "Prompts",
     "Row",
+    "SnapshotFiles",
     "builtin_names",
     "canonical_jsonl",
     "dataset_from_dict",
@@ -49,7 +51,9 @@ __all__ = [
     "get_builtin",
     "hf_download",
     "load_dataset",
+    "load_snapshot_dir",
     "read_rows_jsonl",
+    "snapshot_files",
     "v1_rank_key",
     "write_rows_jsonl",
 ]

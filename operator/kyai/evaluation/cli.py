@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kyai.evaluation._report import StatusReporter
 
 #: Exit statuses (shared with kyai.cli).
 EXIT_OK = 0
+EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 
@@ -83,10 +88,17 @@ def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="when resuming, ask again for rows whose stored answer is an error",
     )
-    data = parser.add_argument_group("dataset")
-    data.add_argument(
+    data = parser.add_argument_group("dataset (one of --dataset, --snapshot)")
+    source = data.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--snapshot",
+        type=Path,
+        metavar="DIR",
+        help="a resolved snapshot folder (snapshot.json + rows), as the operator mounts "
+        "it from a Snapshot's ConfigMap",
+    )
+    source.add_argument(
         "--dataset",
-        required=True,
         metavar="NAME_OR_FILE",
         help="a built-in dataset name (mmlu-pro, gpqa-diamond, math-500, "
         "python-codes-25k, humaneval, quantum-mechanics, ifeval) or a custom "
@@ -167,6 +179,19 @@ def _add_common_flags(parser: argparse.ArgumentParser) -> None:
         "errors, with exponential backoff (default 5)",
     )
     parser.add_argument("--quiet", action="store_true", help="only print the result line")
+    parser.add_argument(
+        "--report-run",
+        type=_run_reference,
+        metavar="NAMESPACE/NAME",
+        help="report progress and the result into this EvaluationRun's status (operator Jobs)",
+    )
+
+
+def _run_reference(text: str) -> tuple[str, str]:
+    namespace, _, name = text.partition("/")
+    if not namespace or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAMESPACE/NAME")
+    return namespace, name
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -246,6 +271,7 @@ def _configure_logging(quiet: bool) -> None:
 def _run_guarded(args: argparse.Namespace, phases: tuple[str, ...]) -> int:
     from kyai.datasets import DatasetError
     from kyai.evaluation import EndpointUnreachableError, ModelConfigError, RunDirectoryError
+    from kyai.evaluation._report import ReportError
 
     _configure_logging(args.quiet)
     try:
@@ -256,10 +282,27 @@ def _run_guarded(args: argparse.Namespace, phases: tuple[str, ...]) -> int:
     except EndpointUnreachableError as exc:
         print(f"kyai {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
+    except ReportError as exc:
+        print(f"kyai {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 async def _execute(args: argparse.Namespace, phases: tuple[str, ...]) -> int:
-    from kyai.datasets import load_dataset
+    from kyai.evaluation._report import StatusReporter, kubernetes_patcher
+
+    async with contextlib.AsyncExitStack() as stack:
+        reporter: StatusReporter | None = None
+        if args.report_run is not None:
+            reporter = await stack.enter_async_context(
+                StatusReporter(kubernetes_patcher(*args.report_run))
+            )
+        return await _phases(args, phases, reporter)
+
+
+async def _phases(
+    args: argparse.Namespace, phases: tuple[str, ...], reporter: StatusReporter | None
+) -> int:
+    from kyai.datasets import load_dataset, load_snapshot_dir
     from kyai.evaluation import (
         CandidateConfig,
         JudgeConfig,
@@ -269,16 +312,20 @@ async def _execute(args: argparse.Namespace, phases: tuple[str, ...]) -> int:
     )
 
     retry = RetryPolicy(max_retries=args.max_retries)
+    listener = reporter.listener if reporter is not None else None
     output: Path = args.output
     judge_prompt = _text_or_file("--judge-prompt", getattr(args, "judge_prompt", None))
     if "generate" in phases:
-        dataset = load_dataset(
-            args.dataset,
-            dataset_file=args.dataset_file,
-            generation_prompt=_text_or_file("--generation-prompt", args.generation_prompt),
-            judge_prompt=judge_prompt,
-            hf_revision=args.hf_revision,
-        )
+        if args.snapshot is not None:
+            dataset = load_snapshot_dir(args.snapshot)
+        else:
+            dataset = load_dataset(
+                args.dataset,
+                dataset_file=args.dataset_file,
+                generation_prompt=_text_or_file("--generation-prompt", args.generation_prompt),
+                judge_prompt=judge_prompt,
+                hf_revision=args.hf_revision,
+            )
         if "judge" in phases and dataset.prompts.judge is None:
             raise UsageError("--judge-prompt is required for a custom dataset")
         candidate = CandidateConfig(
@@ -294,7 +341,7 @@ async def _execute(args: argparse.Namespace, phases: tuple[str, ...]) -> int:
         judge_key = (
             _secret("--judge-api-key-env", args.judge_api_key_env) if "judge" in phases else None
         )
-        outcome = await generate(dataset, output, candidate)
+        outcome = await generate(dataset, output, candidate, listener=listener)
         print(
             f"generated {outcome.sent} of {outcome.rows} rows ({outcome.errors} errors) in "
             f"{outcome.wall_seconds:.1f}s; context window {outcome.window.tokens} tokens "
@@ -314,7 +361,9 @@ async def _execute(args: argparse.Namespace, phases: tuple[str, ...]) -> int:
             timeout_s=args.request_timeout,
             retry=retry,
         )
-        summary = await judge(generations_dir, output, config)
+        summary = await judge(generations_dir, output, config, listener=listener)
+        if reporter is not None:
+            await reporter.final(summary)
         latency = summary["avg_latency_ms"]
         print(
             f"avg_score={summary['avg_score']:.4f} count={summary['count']} "

@@ -1,0 +1,102 @@
+import asyncio
+from typing import Any
+
+import pytest
+
+from kyai.evaluation import ProgressUpdate
+from kyai.evaluation._report import MAX_STATUS_SCORES, ReportError, StatusReporter, result_status
+
+
+def update(done: int, total: int = 10, errors: int = 0) -> ProgressUpdate:
+    return ProgressUpdate("generate", done, total, errors, 1.0)
+
+
+async def test_progress_is_throttled_and_the_last_one_is_sent() -> None:
+    sent: list[dict[str, Any]] = []
+    async with StatusReporter(sent.append, interval_s=3600) as reporter:
+        for done in range(1, 6):
+            reporter.listener(update(done))
+        await asyncio.sleep(0.05)
+        assert sent == []  # nothing before the interval or the end
+    assert len(sent) == 1
+    progress = sent[0]["status"]["progress"]
+    assert (progress["phase"], progress["done"], progress["total"]) == ("generate", 5, 10)
+    assert progress["updatedAt"].endswith("Z")
+
+
+async def test_completion_is_sent_at_once() -> None:
+    sent: list[dict[str, Any]] = []
+    async with StatusReporter(sent.append, interval_s=3600) as reporter:
+        reporter.listener(update(10, errors=2))
+        for _ in range(50):
+            if sent:
+                break
+            await asyncio.sleep(0.01)
+        assert sent and sent[0]["status"]["progress"]["errors"] == 2
+
+
+async def test_progress_failures_do_not_stop_the_run(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(body: dict[str, Any]) -> None:
+        raise RuntimeError("API server down")
+
+    async with StatusReporter(broken, interval_s=3600) as reporter:
+        reporter.listener(update(3))
+    assert "API server down" in caplog.text
+
+
+SUMMARY = {
+    "avg_score": 0.5,
+    "avg_latency_ms": 12.5,
+    "count": 4,
+    "errors": {"judge_unparseable": 1},
+    "error_count": 1,
+    "comparison_key": "abcd",
+    "judge_model": "j",
+    "dataset": "d",
+    "dataset_version": "custom",
+    "dataset_sha256": "f" * 64,
+    "scores": [1.0, 0.0, 1.0, 0.0],
+}
+
+
+async def test_final_result_fields() -> None:
+    sent: list[dict[str, Any]] = []
+    async with StatusReporter(sent.append) as reporter:
+        await reporter.final(SUMMARY)
+    status = sent[0]["status"]
+    assert status == {
+        "avgScore": 0.5,
+        "avgLatencyMs": 12.5,
+        "questions": 4,
+        "errors": {"judge_unparseable": 1},
+        "errorCount": 1,
+        "comparisonKey": "abcd",
+        "judgeModel": "j",
+        "dataset": "d",
+        "datasetVersion": "custom",
+        "datasetSha256": "f" * 64,
+        "scores": [1.0, 0.0, 1.0, 0.0],
+    }
+
+
+def test_scores_left_out_of_status_for_huge_snapshots() -> None:
+    big = {**SUMMARY, "scores": [0.0] * (MAX_STATUS_SCORES + 1)}
+    assert "scores" not in result_status(big)
+
+
+async def test_final_result_must_get_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def no_sleep(seconds: float) -> None:
+        return None
+
+    monkeypatch.setattr("kyai.evaluation._report.asyncio.sleep", no_sleep)
+    calls = 0
+
+    def broken(body: dict[str, Any]) -> None:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("forbidden")
+
+    reporter = StatusReporter(broken)
+    with pytest.raises(ReportError, match="forbidden"):
+        await reporter.final(SUMMARY)
+    assert calls == 5
