@@ -266,6 +266,8 @@ def _configure_logging(quiet: bool) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # One line per request is noise next to the progress lines.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def _run_guarded(args: argparse.Namespace, phases: tuple[str, ...]) -> int:

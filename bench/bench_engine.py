@@ -1,0 +1,660 @@
+"""Throughput and memory benchmark of the evaluation engine (``make bench``).
+
+1. Concurrency: ``kyai run`` (a subprocess, so its peak RSS can be measured) on a
+   100-row custom dataset against the LLM double answering after 200 ms, at concurrency 1,
+   4, 16 and 64: wall time of the generation and judge phases (``summary.json``), the ideal
+   ``ceil(rows / concurrency) * latency``, their ratio, and peak RSS.
+2. lm-evaluation-harness: the same rows through ``lm_eval --model local-chat-completions``
+   against the same double, side by side with kyai's generation phase. lm-eval (~650 MB) is
+   installed on first use into ``.venv-bench``; when that fails the bench says why and goes on.
+3. Memory: a 10,000-row dataset through ``kyai generate`` and ``kyai judge`` at concurrency 64
+   with no latency: peak RSS and wall time.
+
+``--quick`` is a smoke run (fewer rows, lower latency; lm-eval only if already installed).
+Every child process has a deadline, so the bench always stops by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kyai.testing import ChatRequest, LLMDouble, ModelSpec, Rule, substring_judge
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_VENV = ROOT / ".venv-bench"
+LM_EVAL = BENCH_VENV / "bin" / "lm_eval"
+CANDIDATE = "bench-candidate"
+JUDGE = "bench-judge"
+
+GENERATION_PROMPT = "Answer the arithmetic question. End with 'The answer is N.'"
+JUDGE_PROMPT = (
+    "You are a strict grader. Compare the candidate response with the ground truth. "
+    'Reply with only JSON: {"score": <0 or 1>, "reasoning": "<one sentence>"}.'
+)
+
+# A paragraph of context so that prompts have a realistic size (about 100 tokens).
+FILLER = (
+    "Read the question carefully, work it out step by step, and state the final answer "
+    "plainly at the end. Do not add anything after the final answer. "
+)
+QUESTION = re.compile(r"what is (\d+) plus (\d+)\?")
+
+
+# -- the double ----------------------------------------------------------------------------
+
+
+def answer_arithmetic(request: ChatRequest) -> str:
+    """The scripted candidate: works out ``a plus b`` and explains a little."""
+    found = QUESTION.search(request.last_user_message)
+    if found is None:
+        return "I cannot tell what is being asked."
+    a, b = int(found.group(1)), int(found.group(2))
+    return (
+        f"Adding {a} and {b} gives {a + b}; checking by subtraction confirms it. "
+        f"The answer is {a + b}."
+    )
+
+
+def bench_double(latency_s: float) -> LLMDouble:
+    return LLMDouble(
+        models=[ModelSpec(CANDIDATE, max_model_len=8192), ModelSpec(JUDGE, max_model_len=8192)],
+        rules=[
+            Rule(model=JUDGE, content=substring_judge),
+            Rule(model=CANDIDATE, content=answer_arithmetic),
+        ],
+        latency_s=latency_s,
+    )
+
+
+def write_dataset(path: Path, rows: int) -> Path:
+    with path.open("w", encoding="utf-8") as handle:
+        for index in range(rows):
+            a, b = 1000 + 37 * index, 20_000 + 113 * index
+            record = {
+                "instruction": f"{FILLER}Question {index}: what is {a} plus {b}?",
+                "ground_truth_response": str(a + b),
+                "external_row_id": f"q{index:05d}",
+            }
+            handle.write(json.dumps(record) + "\n")
+    return path
+
+
+def serving_span(double: LLMDouble, model: str) -> float | None:
+    """Seconds from the first request's arrival to the last answer, for ``model``."""
+    records = [r for r in double.requests_for(model) if r.finished is not None]
+    if not records:
+        return None
+    return max(r.finished or 0.0 for r in records) - min(r.started for r in records)
+
+
+# -- measured subprocesses -----------------------------------------------------------------
+
+
+@dataclass
+class Measured:
+    command: list[str]
+    wall_s: float
+    peak_rss_mb: float
+    returncode: int
+    timed_out: bool
+    stdout: str = field(repr=False, default="")
+    stderr: str = field(repr=False, default="")
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def failure(self) -> str:
+        tail = (self.stderr or self.stdout).strip().splitlines()[-8:]
+        why = "timed out" if self.timed_out else f"exit status {self.returncode}"
+        return f"{' '.join(self.command[:3])} … {why}:\n    " + "\n    ".join(tail)
+
+
+def run_measured(
+    command: Sequence[str], *, timeout_s: float, env: dict[str, str] | None = None
+) -> Measured:
+    """Run a child to completion (killed at ``timeout_s``): wall time and its own peak RSS.
+
+    ``os.wait4`` gives the rusage of that one child (``ru_maxrss`` in KiB on Linux).
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.monotonic()
+        process = subprocess.Popen(
+            list(command), stdout=out, stderr=err, env=env, start_new_session=True, cwd=ROOT
+        )
+        reaped: dict[str, Any] = {}
+
+        def reap() -> None:
+            _, status, usage = os.wait4(process.pid, 0)
+            reaped.update(status=status, usage=usage, ended=time.monotonic())
+
+        waiter = threading.Thread(target=reap, daemon=True)
+        waiter.start()
+        waiter.join(timeout_s)
+        timed_out = waiter.is_alive()
+        if timed_out:
+            os.killpg(process.pid, signal.SIGKILL)
+            waiter.join(30)
+        process.returncode = os.waitstatus_to_exitcode(reaped["status"])
+        out.seek(0)
+        err.seek(0)
+        return Measured(
+            command=list(command),
+            wall_s=reaped["ended"] - started,
+            peak_rss_mb=reaped["usage"].ru_maxrss / 1024,
+            returncode=process.returncode,
+            timed_out=timed_out,
+            stdout=out.read().decode(errors="replace"),
+            stderr=err.read().decode(errors="replace"),
+        )
+
+
+def kyai(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kyai.cli", *args]
+
+
+# -- part 1: concurrency -------------------------------------------------------------------
+
+
+@dataclass
+class ConcurrencyResult:
+    concurrency: int
+    rows: int
+    latency_s: float
+    generation_s: float | None
+    judging_s: float | None
+    ideal_s: float
+    peak_rss_mb: float
+    wall_s: float
+    generation_span_s: float | None
+    max_in_flight: int
+    avg_score: float | None
+    error: str | None = None
+
+
+def phase_seconds(summary: dict[str, Any], phase: str) -> float | None:
+    section = summary.get(phase)
+    value = section.get("wall_seconds") if isinstance(section, dict) else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def bench_concurrency(
+    double: LLMDouble,
+    dataset: Path,
+    work: Path,
+    *,
+    rows: int,
+    latency_s: float,
+    levels: Sequence[int],
+) -> list[ConcurrencyResult]:
+    results = []
+    for level in levels:
+        out = work / f"run-c{level}"
+        double.reset()
+        timeout = 120 + 4 * math.ceil(rows / level) * max(latency_s, 0.05) * 3
+        measured = run_measured(
+            kyai(
+                "run",
+                "--endpoint", double.base_url,
+                "--model", CANDIDATE,
+                "--dataset", str(dataset),
+                "--generation-prompt", GENERATION_PROMPT,
+                "--judge-endpoint", double.base_url,
+                "--judge-model", JUDGE,
+                "--judge-prompt", JUDGE_PROMPT,
+                "--concurrency", str(level),
+                "--output", str(out),
+                "--quiet",
+            ),
+            timeout_s=timeout,
+        )  # fmt: skip
+        summary: dict[str, Any] = {}
+        if (out / "summary.json").exists():
+            summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+        generation, judging = (
+            phase_seconds(summary, "generation"),
+            phase_seconds(summary, "judging"),
+        )
+        error = None if measured.ok else measured.failure()
+        if measured.ok and (generation is None or judging is None):
+            # No per-phase times in summary.json: time the phases as separate commands.
+            generation, judging, error = time_phases_separately(
+                double, dataset, work, level, timeout
+            )
+        results.append(
+            ConcurrencyResult(
+                concurrency=level,
+                rows=rows,
+                latency_s=latency_s,
+                generation_s=generation,
+                judging_s=judging,
+                ideal_s=math.ceil(rows / level) * latency_s,
+                peak_rss_mb=measured.peak_rss_mb,
+                wall_s=measured.wall_s,
+                generation_span_s=serving_span(double, CANDIDATE),
+                max_in_flight=double.max_in_flight,
+                avg_score=summary.get("avg_score"),
+                error=error,
+            )
+        )
+        print(f"  concurrency {level:>3}: done in {measured.wall_s:.1f}s", flush=True)
+    return results
+
+
+def time_phases_separately(
+    double: LLMDouble, dataset: Path, work: Path, level: int, timeout: float
+) -> tuple[float | None, float | None, str | None]:
+    generations, judged = work / f"gen-c{level}", work / f"judge-c{level}"
+    gen = run_measured(
+        kyai(
+            "generate", "--endpoint", double.base_url, "--model", CANDIDATE,
+            "--dataset", str(dataset), "--generation-prompt", GENERATION_PROMPT,
+            "--judge-prompt", JUDGE_PROMPT, "--concurrency", str(level),
+            "--output", str(generations), "--quiet",
+        ),
+        timeout_s=timeout,
+    )  # fmt: skip
+    if not gen.ok:
+        return None, None, gen.failure()
+    judge = run_measured(
+        kyai(
+            "judge", "--generations", str(generations), "--judge-endpoint", double.base_url,
+            "--judge-model", JUDGE, "--judge-prompt", JUDGE_PROMPT,
+            "--concurrency", str(level), "--output", str(judged), "--quiet",
+        ),
+        timeout_s=timeout,
+    )  # fmt: skip
+    return gen.wall_s, judge.wall_s, (None if judge.ok else judge.failure())
+
+
+# -- part 2: lm-evaluation-harness ---------------------------------------------------------
+
+
+def ensure_lm_eval(*, install: bool) -> str | None:
+    """None when ``lm_eval`` is ready in .venv-bench, else why it is not."""
+    if LM_EVAL.exists():
+        return None
+    if not install:
+        return f"lm-eval is not installed in {BENCH_VENV} (--quick does not install it)"
+    print(f"  installing lm-eval into {BENCH_VENV} (first use, ~650 MB) …", flush=True)
+    steps = [
+        [shutil.which("python3") or "python3", "-m", "venv", str(BENCH_VENV)],
+        [str(BENCH_VENV / "bin" / "pip"), "install", "--quiet", "lm-eval[api]"],
+    ]
+    for step in steps:
+        done = run_measured(step, timeout_s=1800)
+        if not done.ok:
+            return f"installing lm-eval failed: {done.failure()}"
+    return None if LM_EVAL.exists() else f"{LM_EVAL} missing after installation"
+
+
+def write_lm_eval_task(directory: Path, dataset: Path) -> str:
+    name = "kyai_bench_arith"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.yaml").write_text(
+        "\n".join(
+            [
+                f"task: {name}",
+                "dataset_path: json",
+                "dataset_name: null",
+                "dataset_kwargs:",
+                f"  data_files: {json.dumps(str(dataset))}",
+                "test_split: train",
+                "output_type: generate_until",
+                'doc_to_text: "{{instruction}}"',
+                'doc_to_target: "{{ground_truth_response}}"',
+                "generation_kwargs:",
+                "  until: []",
+                "  max_gen_toks: 256",
+                "metric_list:",
+                "  - metric: exact_match",
+                "    aggregation: mean",
+                "    higher_is_better: true",
+                "metadata:",
+                "  version: 1.0",
+                "",
+            ]
+        ),
+        encoding="utf-8",
+    )
+    return name
+
+
+@dataclass
+class LmEvalResult:
+    concurrency: int
+    lm_eval_wall_s: float | None
+    lm_eval_span_s: float | None
+    lm_eval_peak_rss_mb: float | None
+    kyai_generation_s: float | None
+    kyai_span_s: float | None
+    max_in_flight: int
+    error: str | None = None
+
+
+def bench_lm_eval(
+    double: LLMDouble,
+    dataset: Path,
+    work: Path,
+    kyai_results: Sequence[ConcurrencyResult],
+    *,
+    install: bool,
+) -> tuple[list[LmEvalResult], str | None]:
+    why = ensure_lm_eval(install=install)
+    if why is not None:
+        return [], why
+    task = write_lm_eval_task(work / "lm_eval_tasks", dataset)
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HOME": str(work / "hf-home"),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    results = []
+    for row in kyai_results:
+        double.reset()
+        measured = run_measured(
+            [
+                str(LM_EVAL),
+                "--model", "local-chat-completions",
+                "--model_args",
+                f"model={CANDIDATE},base_url={double.base_url}/chat/completions,"
+                f"num_concurrent={row.concurrency},tokenized_requests=False,max_retries=1",
+                "--apply_chat_template",
+                "--tasks", task,
+                "--include_path", str(work / "lm_eval_tasks"),
+                "--output_path", str(work / f"lm_eval-c{row.concurrency}"),
+            ],
+            timeout_s=300 + 4 * math.ceil(row.rows / row.concurrency) * row.latency_s,
+            env=env,
+        )  # fmt: skip
+        served = len(double.requests_for(CANDIDATE))
+        error = None if measured.ok else measured.failure()
+        if measured.ok and served != row.rows:
+            error = f"lm_eval sent {served} requests for {row.rows} rows"
+        results.append(
+            LmEvalResult(
+                concurrency=row.concurrency,
+                lm_eval_wall_s=measured.wall_s,
+                lm_eval_span_s=serving_span(double, CANDIDATE),
+                lm_eval_peak_rss_mb=measured.peak_rss_mb,
+                kyai_generation_s=row.generation_s,
+                kyai_span_s=row.generation_span_s,
+                max_in_flight=double.max_in_flight,
+                error=error,
+            )
+        )
+        print(
+            f"  lm_eval concurrency {row.concurrency:>3}: done in {measured.wall_s:.1f}s",
+            flush=True,
+        )
+    return results, None
+
+
+# -- part 3: memory ------------------------------------------------------------------------
+
+
+@dataclass
+class MemoryResult:
+    command: str
+    rows: int
+    concurrency: int
+    wall_s: float
+    peak_rss_mb: float
+    requests_per_s: float
+    max_in_flight: int
+    error: str | None = None
+
+
+def bench_memory(
+    double: LLMDouble, work: Path, *, rows: int, concurrency: int
+) -> list[MemoryResult]:
+    dataset = write_dataset(work / f"memory-{rows}.jsonl", rows)
+    generations, judged = work / "memory-gen", work / "memory-judge"
+    timeout = 120 + rows * 0.1
+    commands = {
+        "kyai generate": kyai(
+            "generate", "--endpoint", double.base_url, "--model", CANDIDATE,
+            "--dataset", str(dataset), "--generation-prompt", GENERATION_PROMPT,
+            "--judge-prompt", JUDGE_PROMPT, "--concurrency", str(concurrency),
+            "--output", str(generations), "--quiet",
+        ),
+        "kyai judge": kyai(
+            "judge", "--generations", str(generations), "--judge-endpoint", double.base_url,
+            "--judge-model", JUDGE, "--judge-prompt", JUDGE_PROMPT,
+            "--concurrency", str(concurrency), "--output", str(judged), "--quiet",
+        ),
+    }  # fmt: skip
+    results = []
+    for name, command in commands.items():
+        double.reset()
+        measured = run_measured(command, timeout_s=timeout)
+        results.append(
+            MemoryResult(
+                command=name,
+                rows=rows,
+                concurrency=concurrency,
+                wall_s=measured.wall_s,
+                peak_rss_mb=measured.peak_rss_mb,
+                requests_per_s=len(double.requests) / measured.wall_s if measured.wall_s else 0.0,
+                max_in_flight=double.max_in_flight,
+                error=None if measured.ok else measured.failure(),
+            )
+        )
+        print(f"  {name}: done in {measured.wall_s:.1f}s", flush=True)
+        if not measured.ok:
+            break
+        double.requests.clear()  # the double's own records are not what is measured
+    return results
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def ratio(value: float | None, ideal: float | None) -> str:
+    return "-" if value is None or not ideal else f"{value / ideal:.2f}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+    line = "  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))
+    rule = "  ".join("-" * w for w in widths)
+    body = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join([line, rule, *body])
+
+
+def report(
+    concurrency: Sequence[ConcurrencyResult],
+    lm_eval: Sequence[LmEvalResult],
+    lm_eval_skipped: str | None,
+    memory: Sequence[MemoryResult],
+) -> str:
+    parts = []
+    if concurrency:
+        first = concurrency[0]
+        parts.append(
+            f"\n1. kyai run: {first.rows} rows, {first.latency_s * 1000:.0f} ms per request, "
+            "ideal = ceil(rows / concurrency) x latency per phase"
+        )
+        parts.append(
+            table(
+                [
+                    "conc",
+                    "gen s",
+                    "ideal s",
+                    "gen/ideal",
+                    "judge s",
+                    "judge/ideal",
+                    "in flight",
+                    "peak RSS MB",
+                    "avg_score",
+                ],
+                [
+                    [
+                        str(r.concurrency),
+                        fmt(r.generation_s),
+                        fmt(r.ideal_s),
+                        ratio(r.generation_s, r.ideal_s),
+                        fmt(r.judging_s),
+                        ratio(r.judging_s, r.ideal_s),
+                        str(r.max_in_flight),
+                        fmt(r.peak_rss_mb, 1),
+                        fmt(r.avg_score, 3),
+                    ]
+                    for r in concurrency
+                ],
+            )
+        )
+        parts += [f"   conc {r.concurrency}: {r.error}" for r in concurrency if r.error]
+    parts.append(
+        "\n2. lm-evaluation-harness (local-chat-completions) vs kyai generation, same double"
+    )
+    if lm_eval_skipped:
+        parts.append(f"   skipped: {lm_eval_skipped}")
+    else:
+        parts.append(
+            table(
+                [
+                    "conc",
+                    "lm_eval wall s",
+                    "lm_eval serve s",
+                    "kyai gen s",
+                    "kyai serve s",
+                    "serve ratio",
+                    "lm_eval RSS MB",
+                ],
+                [
+                    [
+                        str(r.concurrency),
+                        fmt(r.lm_eval_wall_s),
+                        fmt(r.lm_eval_span_s),
+                        fmt(r.kyai_generation_s),
+                        fmt(r.kyai_span_s),
+                        ratio(r.lm_eval_span_s, r.kyai_span_s),
+                        fmt(r.lm_eval_peak_rss_mb, 1),
+                    ]
+                    for r in lm_eval
+                ],
+            )
+        )
+        parts.append(
+            "   serve s = first request to last answer at the double; "
+            "serve ratio = lm_eval / kyai (above 1: kyai is faster)"
+        )
+        parts += [f"   conc {r.concurrency}: {r.error}" for r in lm_eval if r.error]
+    if memory:
+        parts.append(
+            f"\n3. memory: {memory[0].rows} rows, concurrency {memory[0].concurrency}, no latency"
+        )
+        parts.append(
+            table(
+                ["command", "wall s", "req/s", "in flight", "peak RSS MB"],
+                [
+                    [
+                        r.command,
+                        fmt(r.wall_s),
+                        fmt(r.requests_per_s, 0),
+                        str(r.max_in_flight),
+                        fmt(r.peak_rss_mb, 1),
+                    ]
+                    for r in memory
+                ],
+            )
+        )
+        parts += [f"   {r.command}: {r.error}" for r in memory if r.error]
+    return "\n".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="smoke run: small and fast")
+    parser.add_argument("--rows", type=int, help="rows for parts 1-2 (100; quick: 20)")
+    parser.add_argument("--latency", type=float, help="seconds per request (0.2; quick: 0.05)")
+    parser.add_argument("--concurrency", type=int, nargs="+", help="levels (1 4 16 64)")
+    parser.add_argument("--memory-rows", type=int, help="rows for part 3 (10000; quick: 500)")
+    parser.add_argument("--skip-lm-eval", action="store_true", help="leave out part 2")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="results folder")
+    args = parser.parse_args(argv)
+    rows = args.rows or (20 if args.quick else 100)
+    latency = args.latency if args.latency is not None else (0.05 if args.quick else 0.2)
+    levels = args.concurrency or ([1, 4, 16] if args.quick else [1, 4, 16, 64])
+    memory_rows = args.memory_rows or (500 if args.quick else 10_000)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="kyai-bench-"))
+    mode = "quick" if args.quick else "full"
+    print(f"kyai engine bench ({mode}); {os.cpu_count()} CPUs; work dir {work}")
+    started = time.monotonic()
+    try:
+        dataset = write_dataset(work / f"rows-{rows}.jsonl", rows)
+        with bench_double(latency).start_in_thread() as double:
+            print(
+                f"LLM double at {double.base_url}\n1. kyai run at concurrency {levels}", flush=True
+            )
+            concurrency = bench_concurrency(
+                double, dataset, work, rows=rows, latency_s=latency, levels=levels
+            )
+            lm_eval: list[LmEvalResult] = []
+            skipped: str | None = "--skip-lm-eval"
+            if not args.skip_lm_eval:
+                print("2. lm-evaluation-harness", flush=True)
+                lm_eval, skipped = bench_lm_eval(
+                    double, dataset, work, concurrency, install=not args.quick
+                )
+                if skipped:
+                    print(f"  skipped: {skipped}", flush=True)
+        with bench_double(0.0).start_in_thread() as double:
+            print(f"3. memory: {memory_rows} rows at concurrency 64", flush=True)
+            memory = bench_memory(double, work, rows=memory_rows, concurrency=64)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    text = report(concurrency, lm_eval, skipped, memory)
+    print(text)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    result_file = args.out / f"bench-{stamp}.json"
+    result_file.write_text(
+        json.dumps(
+            {
+                "quick": args.quick,
+                "cpus": os.cpu_count(),
+                "seconds": round(time.monotonic() - started, 1),
+                "concurrency": [asdict(r) for r in concurrency],
+                "lm_eval": [asdict(r) for r in lm_eval],
+                "lm_eval_skipped": skipped,
+                "memory": [asdict(r) for r in memory],
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
+    print(f"\nresults: {result_file} ({time.monotonic() - started:.0f}s in all)")
+    failed = any(r.error for r in concurrency) or any(r.error for r in memory)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
