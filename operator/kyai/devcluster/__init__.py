@@ -1,0 +1,35 @@
+"""``kyai devcluster``: a local Kubernetes API server and simulated kubelet.
+
+A test and demo tool, never a deployment target. It speaks the real protocol over loopback
+HTTP (discovery, list and watch with resource versions and bookmarks, the patch formats,
+the status subresource, finalizers, owner-reference cascades, CRD schema validation and
+enough OpenAPI for ``kubectl apply``), so kopf, the ``kubernetes`` client and ``kubectl``
+work against it unmodified. Its kubelet runs Job pods of the project's image as local
+processes and marks other workloads ready.
+"""
+
+from __future__ import annotations
+
+from kyai.devcluster._cluster import (
+    INITIAL_NAMESPACES,
+    DevCluster,
+    DevClusterError,
+    DevClusterThread,
+    kubeconfig,
+    write_kubeconfig,
+)
+from kyai.devcluster._errors import FieldError, StatusError
+from kyai.devcluster._kubelet import DEFAULT_ENTRYPOINT, DEFAULT_LOCAL_IMAGES
+
+__all__ = [
+    "DEFAULT_ENTRYPOINT",
+    "DEFAULT_LOCAL_IMAGES",
+    "INITIAL_NAMESPACES",
+    "DevCluster",
+    "DevClusterError",
+    "DevClusterThread",
+    "FieldError",
+    "StatusError",
+    "kubeconfig",
+    "write_kubeconfig",
+]

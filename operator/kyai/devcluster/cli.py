@@ -1,9 +1,16 @@
-"""``kyai devcluster``: placeholder until the local API server lands."""
+"""``kyai devcluster``: serve a local Kubernetes API server until stopped."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
 from typing import Any
+
+from kyai.devcluster._kubelet import DEFAULT_ENTRYPOINT, DEFAULT_LOCAL_IMAGES
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -11,9 +18,94 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "devcluster",
         help="run a local Kubernetes API server and simulated kubelet (tests and demos)",
+        description=(
+            "Serve a local Kubernetes API server with simulated controllers and kubelet on "
+            "loopback, write a kubeconfig pointing at it, and serve until SIGINT/SIGTERM. "
+            "A test and demo tool, never a deployment target."
+        ),
     )
-    parser.set_defaults(handler=_not_ready)
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="port to bind; 0 picks a free one (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        help="where to write the kubeconfig (default: WORKDIR/kubeconfig)",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="directory for volumes, pod logs and pod kubeconfigs (default: a temporary one)",
+    )
+    parser.add_argument(
+        "--local-image",
+        action="append",
+        dest="local_images",
+        metavar="PATTERN",
+        default=None,
+        help=(
+            "image pattern (fnmatch) whose Job pods run as local processes; repeatable "
+            f"(default: {', '.join(DEFAULT_LOCAL_IMAGES)})"
+        ),
+    )
+    parser.add_argument(
+        "--entrypoint",
+        default=" ".join(DEFAULT_ENTRYPOINT),
+        help="command run for a local-image container without a command (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="log requests and controller activity"
+    )
+    parser.set_defaults(handler=run)
 
 
-def _not_ready(args: argparse.Namespace) -> int:
-    raise SystemExit("kyai devcluster is not available in this build")
+def run(args: argparse.Namespace) -> int:
+    """Run the devcluster until interrupted; return the exit status."""
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    return asyncio.run(_serve(args))
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from kyai.devcluster._cluster import DevCluster, DevClusterError
+
+    cluster = DevCluster(
+        workdir=args.workdir,
+        host=args.host,
+        port=args.port,
+        kubeconfig_path=args.kubeconfig,
+        local_images=args.local_images or DEFAULT_LOCAL_IMAGES,
+        entrypoint=tuple(args.entrypoint.split()),
+        access_log=args.verbose,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await cluster.start()
+    except DevClusterError as exc:
+        print(f"kyai devcluster: {exc}", file=sys.stderr)
+        return 1
+    try:
+        print(f"kyai devcluster serving at {cluster.url}", flush=True)
+        print(f"kubeconfig: {cluster.kubeconfig_path}", flush=True)
+        print(f"workdir: {cluster.workdir}", flush=True)
+        print(f"  export KUBECONFIG={cluster.kubeconfig_path}", flush=True)
+        await stop.wait()
+    finally:
+        await cluster.stop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    print("kyai devcluster stopped", flush=True)
+    return 0

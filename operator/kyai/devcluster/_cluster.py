@@ -1,0 +1,353 @@
+"""The devcluster as one object: store, HTTP server, controllers and kubelet."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from kyai.devcluster._builtins import NODE_NAME
+from kyai.devcluster._controllers import (
+    Controller,
+    CRDController,
+    DeploymentController,
+    GarbageCollector,
+    JobController,
+    NamespaceController,
+    PersistentVolumeClaimController,
+    ReplicaSetController,
+)
+from kyai.devcluster._kubelet import DEFAULT_ENTRYPOINT, DEFAULT_LOCAL_IMAGES, Kubelet
+from kyai.devcluster._server import KUBERNETES_VERSION, ApiServer
+from kyai.devcluster._store import NAMESPACES, Store, now_rfc3339
+
+Obj = dict[str, Any]
+
+#: Namespaces that exist from the start.
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class DevClusterError(RuntimeError):
+    """The devcluster could not start or stop as asked."""
+
+
+def kubeconfig(url: str, *, namespace: str = "default", name: str = "kyai-devcluster") -> Obj:
+    """A kubeconfig document pointing at ``url`` with ``namespace`` as the current one."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": url}}],
+        "users": [{"name": name, "user": {"token": "kyai-devcluster"}}],
+        "contexts": [
+            {"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}
+        ],
+        "current-context": name,
+        "preferences": {},
+    }
+
+
+def write_kubeconfig(path: Path, url: str, *, namespace: str = "default") -> Path:
+    """Write a kubeconfig for ``url`` to ``path`` (parents created, mode 0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(kubeconfig(url, namespace=namespace), sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+class DevCluster:
+    """A local Kubernetes API server with simulated controllers and kubelet.
+
+    Use it as an async context manager::
+
+        async with DevCluster(workdir=tmp_path) as cluster:
+            ...  # cluster.url, cluster.kubeconfig_path
+
+    ``workdir`` holds the volumes, pod logs and per-namespace kubeconfigs of pod processes
+    (a temporary directory, removed on stop, when not given). ``port=0`` picks a free port.
+    """
+
+    def __init__(
+        self,
+        *,
+        workdir: Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        kubeconfig_path: Path | None = None,
+        local_images: Sequence[str] = DEFAULT_LOCAL_IMAGES,
+        entrypoint: Sequence[str] = DEFAULT_ENTRYPOINT,
+        history_limit: int = 10_000,
+        bookmark_interval: float = 5.0,
+        job_backoff_seconds: float = 0.2,
+        access_log: bool = False,
+    ) -> None:
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir is not None else Path()
+        self.host = host
+        self.port = port
+        self._kubeconfig_path = kubeconfig_path
+        self.local_images = tuple(local_images)
+        self.entrypoint = tuple(entrypoint)
+        self.store = Store(history_limit=history_limit)
+        self.server = ApiServer(self.store, bookmark_interval=bookmark_interval)
+        self._job_backoff_seconds = job_backoff_seconds
+        self._access_log = access_log
+        self._runner: web.AppRunner | None = None
+        self._controllers: list[Controller] = []
+        self._kubelet: Kubelet | None = None
+        self.url = ""
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        """The kubeconfig that points at this server (``default`` namespace)."""
+        return self._kubeconfig_path or self.workdir / "kubeconfig"
+
+    def kubeconfig_for(self, namespace: str) -> Path:
+        """A kubeconfig whose current namespace is ``namespace`` (what pod processes get)."""
+        path = self.workdir / "kubeconfigs" / f"{namespace}.yaml"
+        if not path.exists():
+            write_kubeconfig(path, self.url, namespace=namespace)
+        return path
+
+    def claim_dir(self, namespace: str, claim: str) -> Path:
+        """The directory that backs a PersistentVolumeClaim (the same for every pod)."""
+        path = self.workdir / "volumes" / namespace / claim
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def kubelet(self) -> Kubelet:
+        """The simulated kubelet (after start)."""
+        if self._kubelet is None:
+            raise DevClusterError("The devcluster is not started.")
+        return self._kubelet
+
+    async def start(self) -> None:
+        """Bind the port, write the kubeconfig and start the controllers."""
+        if self._runner is not None:
+            raise DevClusterError("The devcluster is already started.")
+        if self._own_workdir:
+            self.workdir = Path(tempfile.mkdtemp(prefix="kyai-devcluster-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._kubelet = Kubelet(
+            self.store,
+            workdir=self.workdir,
+            local_images=self.local_images,
+            entrypoint=self.entrypoint,
+            kubeconfig_for=self.kubeconfig_for,
+            claim_dir=self.claim_dir,
+        )
+        self.server.logs = self._kubelet
+        self._controllers = [
+            GarbageCollector(self.store),
+            NamespaceController(self.store),
+            CRDController(self.store),
+            PersistentVolumeClaimController(self.store, claim_dir=self.claim_dir),
+            DeploymentController(self.store),
+            ReplicaSetController(self.store),
+            JobController(self.store, backoff_seconds=self._job_backoff_seconds),
+        ]
+        for controller in self._controllers:
+            self.store.subscribe(controller.on_event)
+            controller.start()
+        self.store.subscribe(self._kubelet.on_event)
+        self._bootstrap()
+        runner = web.AppRunner(
+            self.server.application(),
+            handle_signals=False,
+            access_log=logging.getLogger("kyai.devcluster.access") if self._access_log else None,
+            shutdown_timeout=1.0,
+            handler_cancellation=True,
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise DevClusterError(f"Cannot listen on {self.host}:{self.port}: {exc}.") from exc
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
+        self.url = f"http://{self.host}:{self.port}"
+        self.server.address = f"{self.host}:{self.port}"
+        write_kubeconfig(self.kubeconfig_path, self.url)
+
+    def _bootstrap(self) -> None:
+        namespaces = self.store.type_for(*NAMESPACES)
+        for name in INITIAL_NAMESPACES:
+            self.store.create(namespaces, None, {"metadata": {"name": name}})
+        nodes = self.store.type_for("", "nodes")
+        node = self.store.create(
+            nodes,
+            None,
+            {
+                "metadata": {
+                    "name": NODE_NAME,
+                    "labels": {
+                        "kubernetes.io/hostname": NODE_NAME,
+                        "kubernetes.io/os": "linux",
+                        "node-role.kubernetes.io/control-plane": "",
+                    },
+                }
+            },
+        ).obj
+        now = now_rfc3339()
+        self.store.write_status(
+            nodes,
+            node,
+            {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "kubelet is posting ready status (simulated)",
+                        "lastHeartbeatTime": now,
+                        "lastTransitionTime": now,
+                    }
+                ],
+                "addresses": [
+                    {"type": "InternalIP", "address": "127.0.0.1"},
+                    {"type": "Hostname", "address": NODE_NAME},
+                ],
+                "nodeInfo": {
+                    "kubeletVersion": KUBERNETES_VERSION["gitVersion"],
+                    "operatingSystem": "linux",
+                    "architecture": "amd64",
+                    "containerRuntimeVersion": "local-process://1",
+                },
+            },
+        )
+
+    async def stop(self) -> None:
+        """Close watches, kill pod processes, stop the controllers and the server."""
+        self.server.stop_streams()
+        if self._kubelet is not None:
+            await self._kubelet.close()
+        for controller in self._controllers:
+            await controller.stop()
+        self._controllers = []
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._own_workdir and self.workdir != Path():
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    async def __aenter__(self) -> DevCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+class DevClusterThread:
+    """A :class:`DevCluster` on its own event loop in a background thread.
+
+    For synchronous code and subprocess-driven tests::
+
+        with DevClusterThread(workdir=tmp_path) as cluster:
+            subprocess.run(["kubectl", "--kubeconfig", cluster.kubeconfig_path, ...])
+
+    The keyword arguments are those of :class:`DevCluster`.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.cluster = DevCluster(**kwargs)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        """The server's base URL."""
+        return self.cluster.url
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        """The kubeconfig that points at the server."""
+        return self.cluster.kubeconfig_path
+
+    @property
+    def workdir(self) -> Path:
+        """The working directory (volumes, logs)."""
+        return self.cluster.workdir
+
+    def start(self, *, timeout: float = 30.0) -> None:
+        """Start the thread and wait until the server listens."""
+        if self._thread is not None:
+            raise DevClusterError("The devcluster thread is already started.")
+        self._thread = threading.Thread(target=self._main, name="kyai-devcluster", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise DevClusterError(f"The devcluster did not start within {timeout} seconds.")
+        if self._error is not None:
+            raise DevClusterError(f"The devcluster failed to start: {self._error}") from self._error
+
+    def stop(self, *, timeout: float = 30.0) -> None:
+        """Stop the server and join the thread."""
+        if self._thread is None:
+            return
+        if self._loop is not None and self._stop is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise DevClusterError(f"The devcluster did not stop within {timeout} seconds.")
+        self._thread = None
+
+    def call(self, function: Any, *args: Any, timeout: float = 30.0) -> Any:
+        """Run ``function(*args)`` on the cluster's loop (e.g. to inspect the store)."""
+        if self._loop is None:
+            raise DevClusterError("The devcluster thread is not running.")
+
+        async def invoke() -> Any:
+            return function(*args)
+
+        return asyncio.run_coroutine_threadsafe(invoke(), self._loop).result(timeout)
+
+    def _main(self) -> None:
+        async def serve() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            try:
+                await self.cluster.start()
+            except BaseException as exc:
+                self._error = exc
+                self._ready.set()
+                return
+            self._ready.set()
+            try:
+                await self._stop.wait()
+            finally:
+                await self.cluster.stop()
+
+        asyncio.run(serve())
+
+    def __enter__(self) -> DevClusterThread:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
