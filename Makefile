@@ -12,6 +12,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	bash scripts/install-helm.sh $(VENV)
 	touch $(STAMP)
 
 lint: $(STAMP)
@@ -31,6 +32,8 @@ test: lint typecheck
 ## make crds: regenerate crds/ from the pydantic models in operator/kyai/api.
 crds: $(STAMP)
 	$(BIN)/python -m kyai.api crds
+	cp crds/*.yaml config/crd/bases/
+	cp crds/*.yaml charts/kyai-operator/crds/
 
 ## make demo: a local KYAI run against the bundled OpenAI-compatible stand-in.
 demo: $(STAMP)

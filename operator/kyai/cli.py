@@ -17,6 +17,7 @@ from kyai import __version__
 #: Modules that contribute sub-commands, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "kyai.evaluation.cli",
+    "kyai.manager",
     "kyai.devcluster.cli",
 )
 

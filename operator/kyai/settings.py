@@ -19,7 +19,7 @@ DEFAULT_WORKER_IMAGE = f"ghcr.io/kyai-io/kyai-operator:{__version__}"
 #: Default engine images, pinned (override per Workload with spec.image, or here).
 DEFAULT_ENGINE_IMAGES: dict[str, str] = {
     "vllm": "vllm/vllm-openai:v0.11.0",
-    "sglang": "lmsysorg/sglang:v0.5.3-cu126",
+    "sglang": "lmsysorg/sglang:v0.5.3-cu129",
     "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
 }
 
@@ -52,10 +52,10 @@ class OperatorSettings(BaseModel):
     """Name of the Secret holding the platform judge's API key."""
     default_judge_secret_key: str = "api-key"
     """Key within that Secret."""
-    metrics_port: int = Field(default=8080, ge=1, le=65535)
-    """Port of /metrics."""
-    health_port: int = Field(default=8081, ge=1, le=65535)
-    """Port of the liveness endpoint (/healthz)."""
+    metrics_port: int = Field(default=8080, ge=0, le=65535)
+    """Port of /metrics (0: not served)."""
+    health_port: int = Field(default=8081, ge=0, le=65535)
+    """Port of the liveness endpoint /healthz (0: not served)."""
     workload_poll_seconds: float = Field(default=15.0, gt=0)
     """How often a Workload's /v1/models is read while it is not Ready."""
     snapshot_configmap_limit_bytes: int = Field(default=900_000, ge=1024)

@@ -132,3 +132,16 @@ def test_mount_rewriting_and_references() -> None:
     assert rewrite_mounts("/data/sub/y", mounts) == "/w/b/y"
     assert rewrite_mounts("/database /data", mounts) == "/database /w/a"
     assert expand_references("$(A)-$$(A)-$(B)", {"A": "1"}) == "1-$(A)-$(B)"
+
+
+def test_rewrite_mounts_is_one_pass() -> None:
+    from kyai.devcluster._kubelet import rewrite_mounts
+
+    mounts = [
+        ("/etc/kyai/snapshot", "/tmp/work/pod/volumes/snapshot"),
+        ("/tmp", "/tmp/work/pod/tmp"),
+    ]
+    assert rewrite_mounts("--snapshot /etc/kyai/snapshot --out /tmp/x", mounts) == (
+        "--snapshot /tmp/work/pod/volumes/snapshot --out /tmp/work/pod/tmp/x"
+    )
+    assert rewrite_mounts("/tmpfoo /tmp", mounts) == "/tmpfoo /tmp/work/pod/tmp"

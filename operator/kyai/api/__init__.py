@@ -107,6 +107,14 @@ def custom_resource_definitions() -> list[dict[str, Any]]:
             SnapshotSpec,
             SnapshotStatus,
             description="A named, immutable question set with its generation and judge prompts.",
+            root_validations=[
+                {
+                    "rule": "!has(oldSelf.status) || !has(oldSelf.status.phase) || "
+                    "oldSelf.status.phase != 'Ready' || self.spec == oldSelf.spec",
+                    "message": "a Ready Snapshot is immutable (its rows and sha256 are pinned): "
+                    "create a new Snapshot instead",
+                }
+            ],
             columns=[
                 PrinterColumn("Dataset", "string", ".status.dataset", "The dataset."),
                 PrinterColumn("Version", "string", ".status.version", "The dataset version."),
@@ -122,6 +130,14 @@ def custom_resource_definitions() -> list[dict[str, Any]]:
             EvaluationRunStatus,
             description="One candidate (Workload) evaluated on one question set (Snapshot): "
             "generation, then judging, then scores.",
+            root_validations=[
+                {
+                    "rule": "!has(oldSelf.status) || !has(oldSelf.status.phase) || "
+                    "oldSelf.status.phase == 'Pending' || self.spec == oldSelf.spec",
+                    "message": "an EvaluationRun's spec is immutable once the run has started: "
+                    "create a new EvaluationRun instead",
+                }
+            ],
             columns=[
                 _PHASE,
                 PrinterColumn(

@@ -144,6 +144,7 @@ def crd(
     description: str,
     columns: list[PrinterColumn],
     spec_validations: list[dict[str, str]] | None = None,
+    root_validations: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """A complete apiextensions.k8s.io/v1 CustomResourceDefinition."""
     plural, singular, short_names = KINDS[kind]
@@ -151,6 +152,20 @@ def crd(
     if spec_validations:
         spec_schema["x-kubernetes-validations"] = copy.deepcopy(spec_validations)
     status_schema = model_schema(status)
+    root: dict[str, Any] = {
+        "type": "object",
+        "description": description,
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema,
+            "status": status_schema,
+        },
+        "required": ["spec"],
+    }
+    if root_validations:
+        root["x-kubernetes-validations"] = copy.deepcopy(root_validations)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -176,20 +191,7 @@ def crd(
                     "storage": True,
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": [column.to_k8s() for column in columns],
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": description,
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec_schema,
-                                "status": status_schema,
-                            },
-                            "required": ["spec"],
-                        }
-                    },
+                    "schema": {"openAPIV3Schema": root},
                 }
             ],
         },

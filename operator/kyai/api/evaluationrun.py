@@ -16,6 +16,9 @@ from kyai.api._base import (
 )
 from kyai.api.workload import Quantity
 
+PreservedObject = Annotated[
+    dict[str, Any], Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+]
 JudgeName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
 
 
@@ -288,6 +291,13 @@ class EvaluationRunStatus(StatusBase):
     """Per-question scores in row order (compact; omitted for very large snapshots)."""
     judges: list[JudgeResult] | None = None
     """Per-judge results when several judges are listed."""
+    spec_hash: str | None = None
+    """Hash of the spec the run started with (later spec changes are ignored)."""
+    accepted_spec: PreservedObject | None = None
+    """The spec the run started with."""
+    plan: PreservedObject | None = None
+    """What the operator resolved when the run started (endpoints, models, Secret names,
+    worker arguments): the run goes on with it whatever changes afterwards."""
     agreement: Annotated[
         dict[str, Any] | None,
         Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),

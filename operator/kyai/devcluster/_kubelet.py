@@ -97,13 +97,19 @@ def expand_references(text: str, env: dict[str, str]) -> str:
 
 
 def rewrite_mounts(text: str, mounts: Sequence[tuple[str, str]]) -> str:
-    """Replace mount paths (at path boundaries) with their mapped host directories."""
-    for mount_path, host_dir in mounts:
-        pattern = re.compile(
-            r"(?<![\w./-])" + re.escape(mount_path.rstrip("/")) + r"(?=/|$|[^\w.-])"
-        )
-        text = pattern.sub(host_dir.replace("\\", "\\\\"), text)
-    return text
+    """Replace mount paths (at path boundaries) with their mapped host directories.
+
+    One pass over the text, longest mount path first: a host directory put in place of one
+    mount (say under /tmp) is never rewritten again by another mount (at /tmp).
+    """
+    if not mounts:
+        return text
+    targets = {mount_path.rstrip("/") or "/": host_dir for mount_path, host_dir in mounts}
+    ordered = sorted(targets, key=len, reverse=True)
+    pattern = re.compile(
+        r"(?<![\w./-])(" + "|".join(re.escape(path) for path in ordered) + r")(?=/|$|[^\w.-])"
+    )
+    return pattern.sub(lambda match: targets[match.group(1)], text)
 
 
 #: Variables the kubelet sets to host paths; mount-path rewriting leaves them alone.

@@ -1,0 +1,119 @@
+{{/* Names ------------------------------------------------------------------------------ */}}
+
+{{- define "kyai-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The full name: <release>-<chart>, or the release name when it already holds the chart's. */}}
+{{- define "kyai-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kyai-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "kyai-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "kyai-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Labels ----------------------------------------------------------------------------- */}}
+
+{{- define "kyai-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kyai-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "kyai-operator.labels" -}}
+helm.sh/chart: {{ include "kyai-operator.chart" . }}
+{{ include "kyai-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: kyai
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Images ----------------------------------------------------------------------------- */}}
+
+{{- define "kyai-operator.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "kyai-operator.workerImage" -}}
+{{- $repository := default .Values.image.repository .Values.workerImage.repository }}
+{{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.workerImage.tag }}
+{{- printf "%s:%s" $repository $tag }}
+{{- end }}
+
+{{/* RBAC: the rules the operator needs, shared by the ClusterRole and the per-namespace Roles.
+     Keep in sync with config/rbac/role.yaml (a test compares them). */}}
+
+{{- define "kyai-operator.namespacedRules" -}}
+- apiGroups: ["kyai.io"]
+  resources:
+    - engineargssets
+    - engineargssets/status
+    - workloads
+    - workloads/status
+    - snapshots
+    - snapshots/status
+    - evaluationruns
+    - evaluationruns/status
+  verbs: ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+# Children are created with blockOwnerDeletion: the API server then requires update on the
+# owner's finalizers subresource.
+- apiGroups: ["kyai.io"]
+  resources:
+    - engineargssets/finalizers
+    - workloads/finalizers
+    - snapshots/finalizers
+    - evaluationruns/finalizers
+  verbs: ["update"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["create", "delete", "get", "list", "patch", "update", "watch"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["create", "delete", "get", "list", "patch", "update", "watch"]
+- apiGroups: [""]
+  resources: ["services", "persistentvolumeclaims", "configmaps", "serviceaccounts"]
+  verbs: ["create", "delete", "get", "list", "patch", "update", "watch"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["create", "delete", "get", "list", "patch", "update", "watch"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["create", "delete", "get", "list", "patch", "update", "watch"]
+# Read the default judge's key and copy it into a run's namespace.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["create", "get"]
+- apiGroups: [""]
+  resources: ["pods", "pods/log"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{- define "kyai-operator.clusterRules" -}}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get", "list", "watch"]
+{{- end }}

@@ -1,0 +1,228 @@
+"""A small async Kubernetes REST client for the operator's own calls.
+
+kopf watches and dispatches; the operator's handlers create children, read referenced
+objects and patch statuses. The official ``kubernetes`` client is synchronous, so this
+module keeps its configuration loading (kubeconfig, in-cluster service account, exec and
+token plugins) and speaks the REST API with httpx, asynchronously.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from kyai.constants import GROUP, KINDS, VERSION
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+#: Kind → (apiVersion, plural) of every kind the operator touches.
+RESOURCES: dict[str, tuple[str, str]] = {
+    "ConfigMap": ("v1", "configmaps"),
+    "Secret": ("v1", "secrets"),
+    "Service": ("v1", "services"),
+    "ServiceAccount": ("v1", "serviceaccounts"),
+    "PersistentVolumeClaim": ("v1", "persistentvolumeclaims"),
+    "Pod": ("v1", "pods"),
+    "Event": ("v1", "events"),
+    "Deployment": ("apps/v1", "deployments"),
+    "Job": ("batch/v1", "jobs"),
+    "Role": ("rbac.authorization.k8s.io/v1", "roles"),
+    "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
+    "NetworkPolicy": ("networking.k8s.io/v1", "networkpolicies"),
+    **{kind: (f"{GROUP}/{VERSION}", names[0]) for kind, names in KINDS.items()},
+}
+
+_IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+class KubeError(Exception):
+    """An API call failed; ``status`` is the HTTP status (None for transport errors)."""
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+def resource_path(
+    kind: str, namespace: str | None = None, name: str | None = None, subresource: str = ""
+) -> str:
+    """The REST path of a kind, a namespace's collection, an object or its subresource."""
+    api_version, plural = RESOURCES[kind]
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    path = prefix + (f"/namespaces/{namespace}" if namespace else "") + f"/{plural}"
+    if name:
+        path += f"/{name}"
+        if subresource:
+            path += f"/{subresource}"
+    return path
+
+
+class KubeClient:
+    """Async REST calls with the credentials of a kubeconfig or the pod's service account."""
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        verify: ssl.SSLContext | bool = True,
+        token_file: Path | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._token_file = token_file
+        self._http = httpx.AsyncClient(
+            base_url=host.rstrip("/"),
+            headers=dict(headers or {}),
+            verify=verify,
+            timeout=httpx.Timeout(30.0),
+            transport=transport,
+        )
+
+    @classmethod
+    def from_environment(cls) -> KubeClient:
+        """Load credentials as kubectl would: $KUBECONFIG / ~/.kube/config, else in-cluster."""
+        from kubernetes import client, config
+
+        configuration = client.Configuration()
+        token_file: Path | None = None
+        try:
+            config.load_kube_config(client_configuration=configuration)
+        except config.ConfigException:
+            config.load_incluster_config(client_configuration=configuration)
+            token_file = _IN_CLUSTER_TOKEN
+        headers = {}
+        auth = configuration.api_key.get("authorization") or configuration.api_key.get(
+            "BearerToken"
+        )
+        if auth:
+            prefix = configuration.api_key_prefix.get("authorization", "")
+            headers["Authorization"] = f"{prefix} {auth}".strip() if prefix else auth
+        verify: ssl.SSLContext | bool = bool(configuration.verify_ssl)
+        if configuration.verify_ssl and configuration.ssl_ca_cert:
+            context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+            if configuration.cert_file:
+                context.load_cert_chain(configuration.cert_file, configuration.key_file)
+            verify = context
+        return cls(configuration.host, headers=headers, verify=verify, token_file=token_file)
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """One call; raise :class:`KubeError` for anything but 2xx."""
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        if self._token_file is not None and self._token_file.exists():
+            headers["Authorization"] = f"Bearer {self._token_file.read_text().strip()}"
+        try:
+            response = await self._http.request(
+                method,
+                path,
+                content=None if body is None else json.dumps(body),
+                headers=headers,
+                params=params,
+            )
+        except httpx.HTTPError as exc:
+            raise KubeError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 300:
+            try:
+                status = response.json()
+                message = status.get("message") or response.text
+                reason = status.get("reason") or ""
+            except (json.JSONDecodeError, AttributeError):
+                message, reason = response.text, ""
+            raise KubeError(
+                f"{method} {path}: HTTP {response.status_code}: {message}",
+                status=response.status_code,
+                reason=reason,
+            )
+        if not response.content:
+            return {}
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """An object, or None when it does not exist."""
+        try:
+            return await self.request("GET", resource_path(kind, namespace, name))
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def list(
+        self, kind: str, namespace: str, *, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The objects of a kind in a namespace."""
+        params = {"labelSelector": label_selector} if label_selector else None
+        result = await self.request("GET", resource_path(kind, namespace), params=params)
+        items: list[dict[str, Any]] = result.get("items", [])
+        return items
+
+    async def create(self, obj: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Create ``obj``; when it exists already, return the existing one. (obj, created)."""
+        kind = obj["kind"]
+        namespace = obj["metadata"].get("namespace")
+        try:
+            created = await self.request("POST", resource_path(kind, namespace), body=obj)
+            return created, True
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+        existing = await self.get(kind, namespace, obj["metadata"]["name"])
+        if existing is None:  # deleted in between: one more try
+            return await self.request("POST", resource_path(kind, namespace), body=obj), True
+        return existing, False
+
+    async def patch(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        subresource: str = "",
+        content_type: str = MERGE_PATCH,
+    ) -> dict[str, Any]:
+        """Patch an object (merge patch unless told otherwise)."""
+        return await self.request(
+            "PATCH",
+            resource_path(kind, namespace, name, subresource),
+            body=body,
+            content_type=content_type,
+        )
+
+    async def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace an object (PUT); its resourceVersion guards against lost updates."""
+        meta = obj["metadata"]
+        return await self.request(
+            "PUT", resource_path(obj["kind"], meta.get("namespace"), meta["name"]), body=obj
+        )
+
+    async def delete(self, kind: str, namespace: str, name: str) -> None:
+        """Delete an object (gone already is fine)."""
+        try:
+            await self.request(
+                "DELETE",
+                resource_path(kind, namespace, name),
+                body={"propagationPolicy": "Background"},
+            )
+        except KubeError as exc:
+            if exc.status != 404:
+                raise

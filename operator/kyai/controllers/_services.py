@@ -1,0 +1,49 @@
+"""What every handler needs, built once at start-up and kept in kopf's memo."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from kyai.controllers._kube import KubeClient
+from kyai.metrics import RunMetrics
+from kyai.settings import OperatorSettings
+
+
+@dataclass
+class Services:
+    """The operator's clients and settings."""
+
+    kube: KubeClient
+    settings: OperatorSettings
+    metrics: RunMetrics
+    _locks: dict[tuple[str, str, str], asyncio.Lock] = field(default_factory=dict)
+
+    @contextlib.asynccontextmanager
+    async def locked(self, kind: str, namespace: str, name: str) -> AsyncIterator[None]:
+        """Serialise reconciles of one object (a Job event and a timer may coincide)."""
+        lock = self._locks.setdefault((kind, namespace, name), asyncio.Lock())
+        async with lock:
+            yield
+
+    def forget(self, kind: str, namespace: str, name: str) -> None:
+        """Drop the lock of a deleted object."""
+        self._locks.pop((kind, namespace, name), None)
+
+
+def services(memo: kopf.Memo) -> Services:
+    """The services kept in kopf's memo by the start-up handler."""
+    value: Any = memo["services"]
+    assert isinstance(value, Services)
+    return value
+
+
+def post_event(body: Any, *, type_: str, reason: str, message: str) -> None:
+    """A Kubernetes Event about ``body`` (best effort: never fails a reconcile)."""
+    with contextlib.suppress(Exception):
+        kopf.event(body, type=type_, reason=reason, message=message)

@@ -1,0 +1,172 @@
+"""The kopf handlers: thin, typed, each parses what it needs and delegates to a reconciler.
+
+Everything is registered into a registry made by :func:`build_registry`, not kopf's global
+one, so tests and the CLI each get a fresh set.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from kyai.constants import GROUP, KOPF_PREFIX, LABEL_RUN, LABEL_WORKLOAD, VERSION
+from kyai.controllers._kube import KubeClient
+from kyai.controllers._services import Services, services
+from kyai.controllers.evaluationrun import TERMINAL, reconcile_run
+from kyai.controllers.snapshot import reconcile_snapshot
+from kyai.controllers.workload import reconcile_engine_args, reconcile_workload
+from kyai.metrics import RunMetrics
+from kyai.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+
+#: How often runs that are not finished are looked at, whatever happens.
+RUN_RESYNC_SECONDS = 5.0
+
+
+def _ns(namespace: str | None) -> str:
+    """Every KYAI kind is namespaced: kopf always gives a namespace."""
+    assert namespace is not None
+    return namespace
+
+
+def _not_terminal(status: kopf.Status, **_: Any) -> bool:
+    return status.get("phase") not in TERMINAL
+
+
+def _workload_not_ready(status: kopf.Status, **_: Any) -> bool:
+    return status.get("phase") != "Ready"
+
+
+def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
+    """A registry with every handler of the operator."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        # kopf's own bookkeeping under the operator's prefix, in annotations only.
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=KOPF_PREFIX, key="last-handled-configuration"
+        )
+        settings.persistence.finalizer = f"{GROUP}/finalizer"
+        # The operator posts its own events; kopf's per-handler ones only on trouble.
+        settings.posting.level = logging.WARNING
+        operator_settings: OperatorSettings = memo["operator_settings"]
+        metrics = RunMetrics()
+        if operator_settings.metrics_port:
+            metrics.serve(operator_settings.metrics_port)
+        memo["services"] = Services(KubeClient.from_environment(), operator_settings, metrics)
+        log.info(
+            "kyai operator started: namespaces %s, metrics on :%d",
+            ", ".join(operator_settings.namespaces) or "all",
+            operator_settings.metrics_port,
+        )
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # As kubectl does: $KUBECONFIG or ~/.kube/config, else the pod's service account.
+        return kopf.login_via_client(**kwargs)
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+        if "services" in memo:
+            await services(memo).kube.aclose()
+
+    # EngineArgsSet
+    @kopf.on.resume(GROUP, VERSION, "engineargssets", registry=registry)
+    @kopf.on.create(GROUP, VERSION, "engineargssets", registry=registry)
+    @kopf.on.update(GROUP, VERSION, "engineargssets", registry=registry)
+    async def engine_args(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        await reconcile_engine_args(services(memo), dict(body))
+
+    # Workload
+    @kopf.on.resume(GROUP, VERSION, "workloads", registry=registry)
+    @kopf.on.create(GROUP, VERSION, "workloads", registry=registry)
+    @kopf.on.update(GROUP, VERSION, "workloads", registry=registry)
+    async def workload(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+        await reconcile_workload(services(memo), _ns(namespace), name)
+
+    @kopf.timer(
+        GROUP,
+        VERSION,
+        "workloads",
+        interval=settings.workload_poll_seconds,
+        when=_workload_not_ready,
+        registry=registry,
+    )
+    async def workload_poll(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+        await reconcile_workload(services(memo), _ns(namespace), name)
+
+    @kopf.on.event("apps", "v1", "deployments", labels={LABEL_WORKLOAD: kopf.PRESENT},
+                   registry=registry)  # fmt: skip
+    async def engine_deployment(
+        labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await reconcile_workload(services(memo), _ns(namespace), labels[LABEL_WORKLOAD])
+
+    @kopf.on.event(GROUP, VERSION, "workloads", registry=registry)
+    async def workload_changed(namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+        await _reconcile_pending_runs(services(memo), _ns(namespace))
+
+    # Snapshot
+    @kopf.on.resume(GROUP, VERSION, "snapshots", registry=registry)
+    @kopf.on.create(GROUP, VERSION, "snapshots", registry=registry)
+    @kopf.on.update(GROUP, VERSION, "snapshots", registry=registry)
+    async def snapshot(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        delay = await reconcile_snapshot(services(memo), dict(body))
+        if delay is not None:
+            raise kopf.TemporaryError("the snapshot's source is not available yet", delay=delay)
+
+    @kopf.on.event(GROUP, VERSION, "snapshots", registry=registry)
+    async def snapshot_changed(namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+        await _reconcile_pending_runs(services(memo), _ns(namespace))
+
+    # EvaluationRun
+    @kopf.on.resume(GROUP, VERSION, "evaluationruns", registry=registry)
+    @kopf.on.create(GROUP, VERSION, "evaluationruns", registry=registry)
+    @kopf.on.update(GROUP, VERSION, "evaluationruns", registry=registry)
+    async def evaluation_run(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+        await reconcile_run(services(memo), _ns(namespace), name)
+
+    @kopf.timer(
+        GROUP,
+        VERSION,
+        "evaluationruns",
+        interval=RUN_RESYNC_SECONDS,
+        when=_not_terminal,
+        registry=registry,
+    )
+    async def evaluation_run_resync(
+        namespace: str | None, name: str, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await reconcile_run(services(memo), _ns(namespace), name)
+
+    @kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT}, registry=registry)
+    async def worker_job(
+        labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await reconcile_run(services(memo), _ns(namespace), labels[LABEL_RUN])
+
+    @kopf.on.event(GROUP, VERSION, "evaluationruns", registry=registry)
+    async def run_metrics(
+        event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
+        **_: Any,
+    ) -> None:  # fmt: skip
+        svc = services(memo)
+        if event.get("type") == "DELETED":
+            svc.metrics.forget(_ns(namespace), name)
+            svc.forget("EvaluationRun", _ns(namespace), name)
+        else:
+            svc.metrics.observe(dict(body))
+
+    return registry
+
+
+async def _reconcile_pending_runs(svc: Services, namespace: str) -> None:
+    """Give Pending runs of a namespace a look when something they may wait for changed."""
+    for run in await svc.kube.list("EvaluationRun", namespace):
+        if (run.get("status") or {}).get("phase") in (None, "Pending"):
+            await reconcile_run(svc, namespace, run["metadata"]["name"])

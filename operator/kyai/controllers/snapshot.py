@@ -1,0 +1,279 @@
+"""Snapshot: resolve the rows once into a ConfigMap, pin their sha256, never change again.
+
+Built-ins download from HuggingFace (or read their native file from a ConfigMap or URL in
+air-gapped clusters); custom rows come from a ConfigMap key, a URL pinned by sha256, or the
+spec itself. The rows and the manifest go into ``<snapshot>-rows`` (gzip-compressed when
+large), which the evaluation Jobs mount.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from kyai.api import SnapshotSpec
+from kyai.builders.evaluation import owner_reference
+from kyai.constants import (
+    LABEL_COMPONENT,
+    LABEL_MANAGED_BY,
+    LABEL_NAME,
+    LABEL_PART_OF,
+    LABEL_SNAPSHOT,
+    MANAGER,
+)
+from kyai.controllers import _conditions as c
+from kyai.controllers._services import Services, post_event
+from kyai.controllers.evaluationrun import spec_hash
+from kyai.datasets import Dataset, DatasetError, load_dataset, snapshot_files
+
+#: Largest file a URL source may be.
+MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024
+
+
+class SourceUnavailable(Exception):
+    """The rows could not be fetched (yet): retried later."""
+
+
+def config_map_name(snapshot: str) -> str:
+    """The ConfigMap holding a Snapshot's resolved rows."""
+    return f"{snapshot}-rows"
+
+
+def _suffix(spec: SnapshotSpec, hint: str) -> str:
+    source = spec.source
+    if source is not None and source.format:
+        return "." + source.format
+    for ending in (".jsonl.gz", ".jsonl", ".json", ".csv.gz", ".csv", ".parquet"):
+        if hint.lower().endswith(ending):
+            return ending
+    return ".jsonl"
+
+
+async def _fetch_source(svc: Services, namespace: str, spec: SnapshotSpec) -> tuple[bytes, str]:
+    """The source file's bytes and its name (for the format)."""
+    source = spec.source
+    assert source is not None
+    if source.rows is not None:
+        import json
+
+        lines = [
+            json.dumps(
+                {
+                    "instruction": row.instruction,
+                    "ground_truth_response": row.ground_truth_response,
+                    **({"external_row_id": row.external_row_id} if row.external_row_id else {}),
+                },
+                ensure_ascii=False,
+            )
+            for row in source.rows
+        ]
+        return ("\n".join(lines) + "\n").encode("utf-8"), "rows.jsonl"
+    if source.config_map_ref is not None:
+        ref = source.config_map_ref
+        config_map = await svc.kube.get("ConfigMap", namespace, ref.name)
+        if config_map is None:
+            raise SourceUnavailable(f"the ConfigMap {ref.name} does not exist")
+        if ref.key in (config_map.get("data") or {}):
+            return config_map["data"][ref.key].encode("utf-8"), ref.key
+        if ref.key in (config_map.get("binaryData") or {}):
+            return base64.b64decode(config_map["binaryData"][ref.key]), ref.key
+        raise SourceUnavailable(f"the ConfigMap {ref.name} has no key {ref.key}")
+    assert source.url is not None
+    try:
+        async with httpx.AsyncClient(timeout=120.0, follow_redirects=True) as client:
+            response = await client.get(source.url.url)
+    except httpx.HTTPError as exc:
+        raise SourceUnavailable(f"cannot download {source.url.url}: {exc}") from exc
+    if response.status_code != 200:
+        raise SourceUnavailable(f"{source.url.url} answered HTTP {response.status_code}")
+    data = response.content
+    if len(data) > MAX_DOWNLOAD_BYTES:
+        raise DatasetError(f"{source.url.url} is larger than {MAX_DOWNLOAD_BYTES} bytes.")
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != source.url.sha256:
+        raise DatasetError(
+            f"{source.url.url} has sha256 {digest}, not the {source.url.sha256} the Snapshot "
+            "pins: the file changed, or spec.source.url.sha256 is wrong."
+        )
+    return data, source.url.url.rsplit("/", 1)[-1].split("?", 1)[0]
+
+
+async def resolve(svc: Services, namespace: str, name: str, spec: SnapshotSpec) -> Dataset:
+    """Load the Snapshot's rows (blocking work off the event loop)."""
+    prompts = spec.prompts
+    if spec.source is None:
+        assert spec.builtin is not None
+        try:
+            return await asyncio.to_thread(
+                load_dataset,
+                spec.builtin,
+                generation_prompt=prompts.generation,
+                judge_prompt=prompts.judge,
+                hf_revision=spec.hf_revision,
+            )
+        except DatasetError:
+            raise
+        except Exception as exc:  # network, hub, permission: retried later
+            raise SourceUnavailable(
+                f"the built-in {spec.builtin} could not be downloaded from HuggingFace "
+                f"({type(exc).__name__}: {exc}); in an air-gapped cluster, put its native file "
+                "in a ConfigMap or at a URL and set spec.source"
+            ) from exc
+    data, hint = await _fetch_source(svc, namespace, spec)
+    with tempfile.TemporaryDirectory(prefix="kyai-snapshot-") as scratch:
+        path = Path(scratch) / f"{name}{_suffix(spec, hint)}"
+        path.write_bytes(data)
+        if spec.builtin is not None:
+            return await asyncio.to_thread(
+                load_dataset,
+                spec.builtin,
+                dataset_file=path,
+                generation_prompt=prompts.generation,
+                judge_prompt=prompts.judge,
+            )
+        return await asyncio.to_thread(
+            load_dataset,
+            str(path),
+            generation_prompt=prompts.generation,
+            judge_prompt=prompts.judge,
+        )
+
+
+async def reconcile_snapshot(svc: Services, body: dict[str, Any]) -> float | None:
+    """Resolve once; afterwards only guard immutability. Returns a retry delay, if any."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    generation = meta.get("generation")
+    status = dict(body.get("status") or {})
+    current_hash = spec_hash(body.get("spec") or {})
+
+    async def patch(fields: dict[str, Any]) -> None:
+        fields = {**fields, "observedGeneration": generation}
+        status.update(fields)
+        await svc.kube.patch("Snapshot", namespace, name, {"status": fields}, subresource="status")
+
+    def conditions(ready: bool | None, reason: str, message: str) -> list[dict[str, Any]]:
+        return c.set_condition(
+            status.get("conditions"), c.READY, ready, reason, message, generation=generation
+        )
+
+    if status.get("phase") == "Ready":
+        if status.get("specHash") != current_hash:
+            message = (
+                "the spec changed after the rows were resolved; the change is ignored (a "
+                "Snapshot is immutable): create a new Snapshot instead"
+            )
+            if c.get_condition(status.get("conditions"), c.DEGRADED) is None:
+                await patch(
+                    {
+                        "conditions": c.set_condition(
+                            status.get("conditions"),
+                            c.DEGRADED,
+                            True,
+                            c.SPEC_IMMUTABLE,
+                            message,
+                            generation=generation,
+                        )
+                    }
+                )
+                post_event(body, type_="Warning", reason=c.SPEC_IMMUTABLE, message=message)
+        return None
+    try:
+        spec = SnapshotSpec.model_validate(body.get("spec") or {})
+    except ValidationError as exc:
+        message = c.validation_message(exc)
+        await patch(
+            {"phase": "Failed", "message": message,
+             "conditions": conditions(False, c.INVALID_SPEC, message)}
+        )  # fmt: skip
+        post_event(body, type_="Warning", reason=c.INVALID_SPEC, message=message)
+        return None
+    if status.get("phase") != "Resolving":
+        await patch(
+            {"phase": "Resolving", "message": "resolving the rows",
+             "conditions": conditions(None, c.RESOLVING, "resolving the rows")}
+        )  # fmt: skip
+    try:
+        dataset = await resolve(svc, namespace, name, spec)
+    except SourceUnavailable as exc:
+        message = str(exc)
+        await patch(
+            {"phase": "Pending", "message": message,
+             "conditions": conditions(False, c.SOURCE_UNAVAILABLE, message)}
+        )  # fmt: skip
+        post_event(body, type_="Warning", reason=c.SOURCE_UNAVAILABLE, message=message)
+        return 60.0
+    except DatasetError as exc:
+        message = str(exc)
+        await patch(
+            {"phase": "Failed", "message": message,
+             "conditions": conditions(False, c.INVALID_DATA, message)}
+        )  # fmt: skip
+        post_event(body, type_="Warning", reason=c.INVALID_DATA, message=message)
+        return None
+    files = snapshot_files(dataset)
+    limit = svc.settings.snapshot_configmap_limit_bytes
+    if files.size > limit:
+        message = (
+            f"the {len(dataset.rows)} rows take {files.size} bytes even compressed, more than a "
+            f"ConfigMap holds ({limit} bytes): split the dataset into several Snapshots"
+        )
+        await patch(
+            {"phase": "Failed", "message": message,
+             "conditions": conditions(False, c.TOO_LARGE, message)}
+        )  # fmt: skip
+        post_event(body, type_="Warning", reason=c.TOO_LARGE, message=message)
+        return None
+    config_map: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": config_map_name(name),
+            "namespace": namespace,
+            "labels": {
+                LABEL_NAME: "kyai",
+                LABEL_COMPONENT: "snapshot",
+                LABEL_PART_OF: "kyai-operator",
+                LABEL_MANAGED_BY: MANAGER,
+                LABEL_SNAPSHOT: name,
+            },
+            "ownerReferences": [owner_reference(body)],
+        },
+        "immutable": True,
+        "data": dict(files.text),
+    }
+    if files.binary:
+        config_map["binaryData"] = {
+            key: base64.b64encode(value).decode("ascii") for key, value in files.binary.items()
+        }
+    existing, created = await svc.kube.create(config_map)
+    if not created and (existing.get("data") or {}).get("snapshot.json") != files.text.get(
+        "snapshot.json"
+    ):
+        await svc.kube.delete("ConfigMap", namespace, config_map_name(name))
+        await svc.kube.create(config_map)
+    message = f"{len(dataset.rows)} rows, sha256 {dataset.sha256[:12]}…"
+    await patch(
+        {
+            "phase": "Ready",
+            "message": message,
+            "rows": len(dataset.rows),
+            "sha256": dataset.sha256,
+            "dataset": dataset.name if spec.builtin is None else spec.builtin,
+            "version": dataset.version,
+            "configMap": config_map_name(name),
+            "compressed": bool(files.binary),
+            "specHash": current_hash,
+            "resolvedAt": c.now(),
+            "conditions": conditions(True, c.RESOLVED, message),
+        }
+    )
+    post_event(body, type_="Normal", reason=c.RESOLVED, message=message)
+    return None

@@ -1,0 +1,289 @@
+"""EngineArgsSet and Workload: validate flags; serve the candidate; learn what it serves.
+
+A Workload with ``spec.endpoint`` launches nothing: the operator only reads its
+``/v1/models``. Otherwise it gets a Deployment and a Service running the engine's real
+command line; once pods are available, ``/v1/models`` gives the served name and the context
+window. A changed EngineArgsSet changes the pod template's hash annotation, which rolls the
+Deployment.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from kyai.api import EngineArgsSetSpec, WorkloadSpec
+from kyai.builders._common import ManifestError
+from kyai.builders.workload import workload_deployment, workload_endpoint, workload_service
+from kyai.constants import ANNOTATION_SPEC_HASH
+from kyai.controllers import _conditions as c
+from kyai.controllers._services import Services, post_event
+from kyai.engines import EngineArgsError, served_model_name
+from kyai.evaluation import ChatClient, EndpointUnreachableError, RetryPolicy
+from kyai.evaluation._budget import find_card, window_from_card
+
+#: How long one /v1/models probe may take.
+PROBE_TIMEOUT_S = 10.0
+
+
+async def reconcile_engine_args(svc: Services, body: Mapping[str, Any]) -> None:
+    """Validate an EngineArgsSet and record Ready or Invalid; roll the Workloads using it."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    generation = meta.get("generation")
+    conditions = (body.get("status") or {}).get("conditions")
+    try:
+        spec = EngineArgsSetSpec.model_validate(body.get("spec") or {})
+        owned = spec.owned_flags_used()
+        if owned:
+            raise ValueError(
+                f"spec.args sets {', '.join(owned)}, which the operator sets itself (host, "
+                "port, model, served model name): remove them and use the Workload's "
+                "spec.model / spec.servedModelName"
+            )
+    except (ValidationError, ValueError) as exc:
+        message = c.validation_message(exc)
+        reason = c.OWNED_FLAG if "operator sets itself" in message else c.INVALID_SPEC
+        status = {
+            "phase": "Invalid",
+            "message": message,
+            "observedGeneration": generation,
+            "conditions": c.set_condition(
+                conditions, c.READY, False, reason, message, generation=generation
+            ),
+        }
+        await svc.kube.patch(
+            "EngineArgsSet", namespace, name, {"status": status}, subresource="status"
+        )
+        post_event(body, type_="Warning", reason=reason, message=message)
+    else:
+        message = f"{len(spec.args)} flags for {spec.framework}"
+        status = {
+            "phase": "Ready",
+            "message": message,
+            "observedGeneration": generation,
+            "conditions": c.set_condition(
+                conditions, c.READY, True, c.VALID, message, generation=generation
+            ),
+        }
+        await svc.kube.patch(
+            "EngineArgsSet", namespace, name, {"status": status}, subresource="status"
+        )
+    for workload in await svc.kube.list("Workload", namespace):
+        if ((workload.get("spec") or {}).get("engineArgsSetRef") or {}).get("name") == name:
+            await reconcile_workload(svc, namespace, workload["metadata"]["name"])
+
+
+async def _secret_value(svc: Services, namespace: str, name: str, key: str) -> str | None:
+    secret = await svc.kube.get("Secret", namespace, name)
+    data = (secret or {}).get("data") or {}
+    if key not in data:
+        return None
+    return base64.b64decode(data[key]).decode("utf-8").strip()
+
+
+async def probe_models(url: str, *, api_key: str | None) -> list[dict[str, Any]]:
+    """The server's /v1/models cards (raises EndpointUnreachableError)."""
+    async with ChatClient(
+        url,
+        api_key=api_key,
+        timeout_s=PROBE_TIMEOUT_S,
+        retry=RetryPolicy(max_retries=0),
+        max_connections=1,
+    ) as client:
+        return await client.list_models()
+
+
+class WorkloadReconciler:
+    """One reconcile of one Workload."""
+
+    def __init__(self, svc: Services, body: dict[str, Any]) -> None:
+        self.svc = svc
+        self.body = body
+        self.meta = body["metadata"]
+        self.namespace = self.meta["namespace"]
+        self.name = self.meta["name"]
+        self.generation = self.meta.get("generation")
+        self.status: dict[str, Any] = dict(body.get("status") or {})
+
+    async def set_status(
+        self, phase: str, reason: str, message: str, ready: bool, **fields: Any
+    ) -> None:
+        """Patch the status; post an event when the phase changes."""
+        previous = self.status.get("phase")
+        body = {
+            "phase": phase,
+            "message": message,
+            "observedGeneration": self.generation,
+            "conditions": c.set_condition(
+                self.status.get("conditions"),
+                c.READY,
+                ready,
+                reason,
+                message,
+                generation=self.generation,
+            ),
+            **fields,
+        }
+        if body == {k: self.status.get(k) for k in body}:
+            return
+        await self.svc.kube.patch(
+            "Workload", self.namespace, self.name, {"status": body}, subresource="status"
+        )
+        self.status.update(body)
+        if previous != phase:
+            post_event(
+                self.body,
+                type_="Warning" if phase == "Failed" else "Normal",
+                reason=reason,
+                message=message,
+            )
+
+    async def reconcile(self) -> None:
+        """Validate, deploy (unless external), and read /v1/models when serving."""
+        try:
+            spec = WorkloadSpec.model_validate(self.body.get("spec") or {})
+        except ValidationError as exc:
+            await self.set_status("Failed", c.INVALID_SPEC, c.validation_message(exc), False)
+            return
+        if spec.endpoint is not None:
+            key = None
+            ref = spec.endpoint.api_key_secret_ref
+            if ref is not None:
+                key = await _secret_value(self.svc, self.namespace, ref.name, ref.key)
+                if key is None:
+                    await self.set_status(
+                        "Pending",
+                        c.ENDPOINT_UNREACHABLE,
+                        f"the Secret {ref.name} (key {ref.key}) with the endpoint's API key "
+                        "does not exist",
+                        False,
+                    )
+                    return
+            await self._observe(spec, spec.endpoint.url, spec.served_name, key)
+            return
+        eas_spec = None
+        if spec.engine_args_set_ref is not None:
+            eas_name = spec.engine_args_set_ref.name
+            eas = await self.svc.kube.get("EngineArgsSet", self.namespace, eas_name)
+            if eas is None:
+                await self.set_status(
+                    "Pending",
+                    c.ENGINE_ARGS_NOT_FOUND,
+                    f"the EngineArgsSet {eas_name} does not exist in namespace {self.namespace}",
+                    False,
+                )
+                return
+            try:
+                eas_spec = EngineArgsSetSpec.model_validate(eas.get("spec") or {})
+            except ValidationError as exc:
+                await self.set_status(
+                    "Failed",
+                    c.ENGINE_ARGS_INVALID,
+                    f"the EngineArgsSet {eas_name} is invalid: {c.validation_message(exc)}",
+                    False,
+                )
+                return
+            if eas_spec.framework != spec.framework:
+                await self.set_status(
+                    "Failed",
+                    c.FRAMEWORK_MISMATCH,
+                    f"the EngineArgsSet {eas_name} is for {eas_spec.framework}, the Workload "
+                    f"for {spec.framework}",
+                    False,
+                )
+                return
+        try:
+            deployment = workload_deployment(
+                self.name, self.namespace, spec, eas_spec, self.svc.settings, self.body
+            )
+            service = workload_service(self.name, self.namespace, spec, self.body)
+        except (EngineArgsError, ManifestError) as exc:
+            await self.set_status("Failed", c.ENGINE_ARGS_INVALID, str(exc), False)
+            return
+        current = await self._apply(service)
+        current = await self._apply(deployment)
+        status = current.get("status") or {}
+        available = int(status.get("availableReplicas") or 0)
+        if available < 1:
+            await self.set_status(
+                "Deploying",
+                c.DEPLOYING,
+                f"waiting for the engine to become ready ({available}/{spec.replicas} replicas "
+                "available; model downloads can take many minutes)",
+                False,
+                readyReplicas=available,
+            )
+            return
+        await self._observe(
+            spec,
+            workload_endpoint(self.name, self.namespace),
+            served_model_name(spec),
+            None,
+            readyReplicas=available,
+        )
+
+    async def _apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` or bring the existing one to it (compared by spec hash)."""
+        current, created = await self.svc.kube.create(obj)
+        if created:
+            return current
+        wanted = obj["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+        have = (current["metadata"].get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
+        if have == wanted:
+            return current
+        return await self.svc.kube.patch(
+            obj["kind"],
+            self.namespace,
+            obj["metadata"]["name"],
+            {
+                "metadata": {
+                    "labels": obj["metadata"]["labels"],
+                    "annotations": obj["metadata"]["annotations"],
+                },
+                "spec": obj["spec"],
+            },
+        )
+
+    async def _observe(
+        self, spec: WorkloadSpec, url: str, expected_name: str, key: str | None, **fields: Any
+    ) -> None:
+        try:
+            cards = await probe_models(url, api_key=key)
+        except EndpointUnreachableError as exc:
+            await self.set_status(
+                "Pending" if spec.endpoint is not None else "Deploying",
+                c.ENDPOINT_UNREACHABLE,
+                str(exc),
+                False,
+                endpoint=url,
+                **fields,
+            )
+            return
+        card = find_card(cards, expected_name)
+        if card is None and len(cards) == 1:
+            card = cards[0]
+        served = str(card.get("id")) if card else expected_name
+        window = window_from_card(card) if card else None
+        await self.set_status(
+            "Ready",
+            c.SERVING,
+            f"serving {served} at {url}" + (f" (context window {window} tokens)" if window else ""),
+            True,
+            endpoint=url,
+            servedModelName=served,
+            maxModelLen=window,
+            **fields,
+        )
+
+
+async def reconcile_workload(svc: Services, namespace: str, name: str) -> None:
+    """Fetch the Workload and reconcile it; nothing to do when it is gone."""
+    async with svc.locked("Workload", namespace, name):
+        body = await svc.kube.get("Workload", namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return
+        await WorkloadReconciler(svc, body).reconcile()

@@ -1,0 +1,68 @@
+"""Serving engines: the vLLM, SGLang and TensorRT-LLM command lines and their quirks.
+
+:func:`engine_command` builds an engine container's ``command`` and ``args`` from a Workload
+and its EngineArgsSet; :func:`engine_env` its environment; :func:`engine_for` gives a
+framework's :class:`Engine` profile (health route, flag names, the documents checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from kyai.api.engineargsset import EngineArgsSetSpec
+from kyai.api.workload import WorkloadSpec
+from kyai.engines import sglang, trtllm, vllm
+from kyai.engines._common import (
+    Engine,
+    EngineArgsError,
+    EngineCommand,
+    check_engine_args,
+    engine_env,
+    flag_name,
+    render_flags,
+)
+
+#: Every supported framework's profile, by its name in the API.
+ENGINES: Mapping[str, Engine] = MappingProxyType(
+    {engine.framework: engine for engine in (vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE)}
+)
+
+
+def engine_for(framework: str) -> Engine:
+    """The profile of ``framework`` (vllm, sglang or trtllm)."""
+    try:
+        return ENGINES[framework]
+    except KeyError:
+        raise EngineArgsError(
+            f"Unknown framework {framework!r}: expected one of {', '.join(ENGINES)}."
+        ) from None
+
+
+def engine_command(
+    workload: WorkloadSpec, engine_args: EngineArgsSetSpec | None = None
+) -> EngineCommand:
+    """The container command line serving ``workload`` (see :meth:`Engine.command`)."""
+    return engine_for(workload.framework).command(workload, engine_args)
+
+
+def served_model_name(workload: WorkloadSpec) -> str:
+    """The model name the Workload's engine will report on ``/v1/models``."""
+    if workload.endpoint is not None:
+        return workload.served_name
+    return engine_for(workload.framework).served_model_name(workload)
+
+
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "EngineArgsError",
+    "EngineCommand",
+    "check_engine_args",
+    "engine_command",
+    "engine_env",
+    "engine_for",
+    "flag_name",
+    "render_flags",
+    "served_model_name",
+]

@@ -1,0 +1,208 @@
+"""What every serving engine shares: flag rendering, owned-flag checks, environment, profiles.
+
+An :class:`Engine` describes one framework's server: the executable, the arguments the operator
+owns (model, host, port, served model name), its health route and the flag names users look
+for. :meth:`Engine.command` turns a ``WorkloadSpec`` and an optional ``EngineArgsSetSpec`` into
+the container's ``command`` and ``args``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kyai.api.engineargsset import EngineArgsSetSpec, Framework, canonical_flag
+from kyai.api.workload import WorkloadSpec
+from kyai.constants import ENGINE_PORT
+
+#: Every engine listens on all interfaces of its pod (the pod's network is the boundary).
+LISTEN_HOST = "0.0.0.0"
+
+#: Environment variables the operator sets itself on engine containers.
+ENV_HF_HOME = "HF_HOME"
+ENV_HF_TOKEN = "HF_TOKEN"
+
+
+class EngineArgsError(ValueError):
+    """An EngineArgsSet (or the Workload using it) cannot be turned into a command line."""
+
+
+@dataclass(frozen=True)
+class EngineCommand:
+    """The engine container's ``command`` and ``args``."""
+
+    command: list[str]
+    """The executable (the container's ``command``; it replaces the image's entrypoint)."""
+    args: list[str]
+    """The arguments (the container's ``args``)."""
+
+    @property
+    def argv(self) -> list[str]:
+        """The whole command line, as a shell would run it."""
+        return [*self.command, *self.args]
+
+
+def _plain_served_name(workload: WorkloadSpec) -> str:
+    return workload.served_name
+
+
+@dataclass(frozen=True, kw_only=True)
+class Engine:
+    """One serving framework: how its server is started and what it calls things."""
+
+    framework: Framework
+    """The framework's name in the API (vllm, sglang, trtllm)."""
+    executable: tuple[str, ...]
+    """The container ``command`` starting the OpenAI-compatible server."""
+    model_args: Callable[[WorkloadSpec], list[str]]
+    """The arguments the operator owns: model, host, port and (where it exists) served name."""
+    health_path: str
+    """The HTTP route answering 200 once the model is loaded (probes use it)."""
+    served_model_name_flag: str | None
+    """The flag naming the model on ``/v1/models`` (None: the server has no such flag)."""
+    reasoning_parser_flag: str
+    """The flag enabling the reasoning parser (``reasoning_content`` / ``reasoning`` fields)."""
+    context_length_flag: str
+    """The flag capping the context window (what ``/v1/models`` reports as max_model_len)."""
+    tensor_parallel_flag: str
+    """The flag splitting the model over several GPUs."""
+    references: tuple[str, ...]
+    """The documentation and source the command line was checked against."""
+    served_name_of: Callable[[WorkloadSpec], str] = field(default=_plain_served_name)
+    """The model name the server reports for a Workload."""
+
+    def served_model_name(self, workload: WorkloadSpec) -> str:
+        """The name clients must send as ``model`` (what ``/v1/models`` lists)."""
+        return self.served_name_of(workload)
+
+    def command(
+        self, workload: WorkloadSpec, engine_args: EngineArgsSetSpec | None = None
+    ) -> EngineCommand:
+        """The container command line serving ``workload`` with ``engine_args``' flags.
+
+        Raises :class:`EngineArgsError` when the Workload launches no engine (it has an
+        endpoint), when frameworks disagree, when the EngineArgsSet sets a flag the operator
+        owns or names a flag twice, or when the engine cannot serve the requested name.
+        """
+        if workload.endpoint is not None:
+            raise EngineArgsError(
+                "The Workload has spec.endpoint: it is served elsewhere and launches no engine."
+            )
+        if workload.framework != self.framework:
+            raise EngineArgsError(
+                f"The Workload's framework is {workload.framework}, not {self.framework}."
+            )
+        if self.served_model_name_flag is None and workload.served_model_name is not None:
+            served = self.served_model_name(workload)
+            if workload.served_model_name != served:
+                raise EngineArgsError(
+                    f"{self.framework} has no served-model-name option: it serves this model as "
+                    f"{served!r}. Remove spec.servedModelName or set it to {served!r}."
+                )
+        args = self.model_args(workload)
+        if engine_args is not None:
+            if engine_args.framework != workload.framework:
+                raise EngineArgsError(
+                    f"The EngineArgsSet is for {engine_args.framework} but the Workload uses "
+                    f"{workload.framework}: use an EngineArgsSet of the same framework."
+                )
+            check_engine_args(engine_args)
+            args += render_flags(engine_args.args)
+            args += list(engine_args.extra_args)
+        return EngineCommand(command=list(self.executable), args=args)
+
+
+def check_engine_args(engine_args: EngineArgsSetSpec) -> None:
+    """Refuse flags the operator owns (any spelling) and flags given twice in ``args``.
+
+    Raises :class:`EngineArgsError` naming the offending flags.
+    """
+    owned = engine_args.owned_flags_used()
+    if owned:
+        names = ", ".join(repr(name) for name in owned)
+        raise EngineArgsError(
+            f"The EngineArgsSet sets {names}, which the operator owns (host, port, model and "
+            "served model name): remove them and use the Workload's spec.model and "
+            "spec.servedModelName instead."
+        )
+    seen: dict[str, str] = {}
+    for name in engine_args.args:
+        canonical = canonical_flag(name)
+        if canonical in seen:
+            raise EngineArgsError(
+                f"The EngineArgsSet names the flag {canonical!r} twice in args "
+                f"({seen[canonical]!r} and {name!r}): keep one."
+            )
+        seen[canonical] = name
+
+
+def flag_name(name: str) -> str:
+    """The flag as written by the user, with ``--`` added when it has no leading dash."""
+    return name if name.startswith("-") else f"--{name}"
+
+
+def render_flags(args: Mapping[str, Any]) -> list[str]:
+    """``args`` as command-line arguments, sorted by flag name.
+
+    ``true`` renders a bare flag, ``false`` leaves the flag out, a list renders the flag once
+    followed by each value (an empty list renders nothing), anything else renders the flag and
+    its value. Flag names keep the user's spelling; ``--`` is added when they have no dash.
+    """
+    rendered: list[str] = []
+    for name in sorted(args, key=lambda flag: (flag.lstrip("-"), flag)):
+        value = args[name]
+        if value is False or value is None:
+            continue
+        if value is True:
+            rendered.append(flag_name(name))
+        elif isinstance(value, list | tuple):
+            if value:
+                rendered.append(flag_name(name))
+                rendered.extend(str(item) for item in value)
+        else:
+            rendered += [flag_name(name), str(value)]
+    return rendered
+
+
+def engine_env(
+    workload: WorkloadSpec, engine_args: EngineArgsSetSpec | None = None
+) -> list[dict[str, Any]]:
+    """The engine container's environment (core/v1 EnvVar objects).
+
+    ``HF_HOME`` points at the model cache mount when there is one (every framework downloads
+    weights through ``huggingface_hub``, which caches under ``HF_HOME``), ``HF_TOKEN`` comes
+    from the Workload's Secret key, then the EngineArgsSet's variables follow. The
+    EngineArgsSet may not set a variable the operator sets.
+    """
+    env: list[dict[str, Any]] = []
+    if workload.model_cache is not None:
+        env.append({"name": ENV_HF_HOME, "value": workload.model_cache.mount_path})
+    if workload.hf_token_secret_ref is not None:
+        env.append(
+            {
+                "name": ENV_HF_TOKEN,
+                "valueFrom": {
+                    "secretKeyRef": {
+                        "name": workload.hf_token_secret_ref.name,
+                        "key": workload.hf_token_secret_ref.key,
+                    }
+                },
+            }
+        )
+    if engine_args is not None:
+        owned = {item["name"] for item in env}
+        clashes = sorted({var.name for var in engine_args.env} & owned)
+        if clashes:
+            raise EngineArgsError(
+                f"The EngineArgsSet's env sets {', '.join(clashes)}, which the operator sets from "
+                "the Workload (spec.modelCache for HF_HOME, spec.hfTokenSecretRef for HF_TOKEN): "
+                "remove them from the EngineArgsSet."
+            )
+        env.extend({"name": var.name, "value": var.value} for var in engine_args.env)
+    return env
+
+
+def listen_args() -> list[str]:
+    """``--host 0.0.0.0 --port 8000``: every framework spells these the same way."""
+    return ["--host", LISTEN_HOST, "--port", str(ENGINE_PORT)]

@@ -1,0 +1,52 @@
+"""SGLang: ``python3 -m sglang.launch_server --model-path <model> --host 0.0.0.0 --port 8000 ...``.
+
+Checked against:
+
+- sgl-project/sglang ``docs/backend/server_arguments.md`` (https://docs.sglang.ai/backend/
+  server_arguments.html): the server listens on ``host="127.0.0.1"`` and ``port=30000`` by
+  default, so ``--host 0.0.0.0 --port 8000`` are required in a pod; for Kubernetes the
+  ``/dev/shm`` size must be raised (a memory-backed ``emptyDir``).
+- sgl-project/sglang ``python/sglang/srt/server_args.py``: ``--model-path`` (alias
+  ``--model``), ``--served-model-name``, ``--context-length``, ``--tp-size`` (alias
+  ``--tensor-parallel-size``), ``--reasoning-parser``. Flags are dashed; the dataclass fields
+  behind them are underscored.
+- sgl-project/sglang ``docs/basic_usage/native_api.ipynb``
+  (https://docs.sglang.ai/basic_usage/native_api.html): ``GET /health`` (and
+  ``/health_generate``, which runs a generation) on the same port as the OpenAI API.
+- https://docs.sglang.io/docs/advanced_features/separate_reasoning: ``--reasoning-parser``
+  (e.g. ``deepseek-r1``, ``qwen3``) fills ``reasoning_content``.
+"""
+
+from __future__ import annotations
+
+from kyai.api.workload import WorkloadSpec
+from kyai.engines._common import Engine, listen_args
+
+
+def _model_args(workload: WorkloadSpec) -> list[str]:
+    return [
+        "--model-path",
+        workload.model,
+        *listen_args(),
+        "--served-model-name",
+        workload.served_name,
+    ]
+
+
+ENGINE = Engine(
+    framework="sglang",
+    executable=("python3", "-m", "sglang.launch_server"),
+    model_args=_model_args,
+    health_path="/health",
+    served_model_name_flag="--served-model-name",
+    reasoning_parser_flag="--reasoning-parser",
+    context_length_flag="--context-length",
+    tensor_parallel_flag="--tp-size",
+    references=(
+        "https://docs.sglang.ai/backend/server_arguments.html",
+        "sgl-project/sglang docs/backend/server_arguments.md",
+        "sgl-project/sglang python/sglang/srt/server_args.py",
+        "sgl-project/sglang docs/basic_usage/native_api.ipynb",
+        "https://docs.sglang.io/docs/advanced_features/separate_reasoning",
+    ),
+)

@@ -1,0 +1,50 @@
+"""vLLM: ``vllm serve <model> --host 0.0.0.0 --port 8000 --served-model-name <name> ...``.
+
+Checked against:
+
+- vllm-project/vllm ``docs/cli/README.md`` and ``docs/cli/serve.md`` (https://docs.vllm.ai/en/
+  latest/cli/serve.html): ``vllm serve`` takes the model as its first positional argument;
+  ``--host``, ``--port`` (default 8000) and ``--served-model-name``. Its argument parser
+  (``FlexibleArgumentParser``) accepts ``--max_model_len`` as well as ``--max-model-len``,
+  so users' spellings are kept as written.
+- vllm-project/vllm ``vllm/entrypoints/serve/instrumentator/health.py``: ``GET /health``
+  answers 200 once the engine is up and 503 when it is dead.
+- https://docs.vllm.ai/en/stable/features/reasoning_outputs/: ``--reasoning-parser``
+  (e.g. ``deepseek_r1``, ``qwen3``) fills the ``reasoning`` / ``reasoning_content`` field.
+- https://docs.vllm.ai/en/stable/deployment/k8s.html: the engine pod mounts a memory-backed
+  ``emptyDir`` at ``/dev/shm`` (PyTorch's tensor-parallel workers share memory there).
+- https://docs.vllm.ai/en/stable/configuration/env_vars/: every ``VLLM_*`` variable is a vLLM
+  setting, and Kubernetes injects ``<SERVICE>_PORT=tcp://...`` variables for each Service of
+  the namespace (a Service named ``vllm`` sets ``VLLM_PORT``, vLLM's internal port): engine
+  pods therefore run with ``enableServiceLinks: false``.
+
+The ``vllm/vllm-openai`` image's entrypoint is replaced by the ``command`` below.
+"""
+
+from __future__ import annotations
+
+from kyai.api.workload import WorkloadSpec
+from kyai.engines._common import Engine, listen_args
+
+
+def _model_args(workload: WorkloadSpec) -> list[str]:
+    return [workload.model, *listen_args(), "--served-model-name", workload.served_name]
+
+
+ENGINE = Engine(
+    framework="vllm",
+    executable=("vllm", "serve"),
+    model_args=_model_args,
+    health_path="/health",
+    served_model_name_flag="--served-model-name",
+    reasoning_parser_flag="--reasoning-parser",
+    context_length_flag="--max-model-len",
+    tensor_parallel_flag="--tensor-parallel-size",
+    references=(
+        "https://docs.vllm.ai/en/latest/cli/serve.html",
+        "vllm-project/vllm docs/cli/README.md",
+        "vllm-project/vllm vllm/entrypoints/serve/instrumentator/health.py",
+        "https://docs.vllm.ai/en/stable/features/reasoning_outputs/",
+        "https://docs.vllm.ai/en/stable/configuration/env_vars/",
+    ),
+)

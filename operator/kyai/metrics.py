@@ -1,0 +1,155 @@
+"""Prometheus metrics of the operator, from its own registry (never the global one).
+
+The per-run series are produced at scrape time from the runs the operator currently sees,
+so the series of a deleted run disappear with it. Labels are bounded: one series per run
+(and per error kind), never per question or request.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+#: Labels of every per-run series, in order.
+RUN_LABELS: tuple[str, ...] = (
+    "namespace",
+    "run",
+    "workload",
+    "model",
+    "framework",
+    "dataset",
+    "snapshot_version",
+    "comparison_key",
+)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What the metrics need of one EvaluationRun."""
+
+    labels: tuple[str, ...]
+    phase: str
+    avg_score: float | None
+    avg_latency_ms: float | None
+    questions: int | None
+    errors: Mapping[str, int]
+    duration_seconds: float | None
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def run_view(body: Mapping[str, Any]) -> RunView:
+    """Read an EvaluationRun object into a :class:`RunView`."""
+    meta = body.get("metadata", {})
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    started = _parse_time(status.get("startedAt"))
+    completed = _parse_time(status.get("completedAt"))
+    labels = (
+        str(meta.get("namespace", "")),
+        str(meta.get("name", "")),
+        str((spec.get("workloadRef") or {}).get("name", "")),
+        str(status.get("model") or ""),
+        str(status.get("framework") or ""),
+        str(status.get("dataset") or ""),
+        str(status.get("datasetVersion") or ""),
+        str(status.get("comparisonKey") or ""),
+    )
+    errors = status.get("errors") if isinstance(status.get("errors"), dict) else {}
+    return RunView(
+        labels=labels,
+        phase=str(status.get("phase") or "Pending"),
+        avg_score=status.get("avgScore") if status.get("phase") == "Succeeded" else None,
+        avg_latency_ms=status.get("avgLatencyMs") if status.get("phase") == "Succeeded" else None,
+        questions=status.get("questions"),
+        errors={str(k): int(v) for k, v in (errors or {}).items() if isinstance(v, int)},
+        duration_seconds=(completed - started).total_seconds() if started and completed else None,
+    )
+
+
+class RunMetrics(Collector):
+    """The operator's metrics: kept runs in, Prometheus families out."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple[str, str], RunView] = {}
+        self._lock = threading.Lock()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+
+    def observe(self, body: Mapping[str, Any]) -> None:
+        """Record the current state of a run."""
+        view = run_view(body)
+        with self._lock:
+            self._runs[(view.labels[0], view.labels[1])] = view
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop a deleted run's series."""
+        with self._lock:
+            self._runs.pop((namespace, name), None)
+
+    def collect(self) -> Iterator[Metric]:
+        """The metric families, computed at scrape time."""
+        with self._lock:
+            runs = list(self._runs.values())
+        score = GaugeMetricFamily(
+            "kyai_evaluation_score",
+            "KYAI average score of a succeeded run (0..1; errors count 0).",
+            labels=RUN_LABELS,
+        )
+        latency = GaugeMetricFamily(
+            "kyai_evaluation_latency_ms",
+            "Mean latency of the candidate's successful answers, in milliseconds.",
+            labels=RUN_LABELS,
+        )
+        questions = GaugeMetricFamily(
+            "kyai_evaluation_questions", "Questions in the run's snapshot.", labels=RUN_LABELS
+        )
+        errors = CounterMetricFamily(
+            "kyai_evaluation_errors",
+            "Questions scored 0 because of an error, by kind.",
+            labels=(*RUN_LABELS, "kind"),
+        )
+        duration = GaugeMetricFamily(
+            "kyai_evaluation_duration_seconds",
+            "Wall time of a finished run, from generation start to completion.",
+            labels=RUN_LABELS,
+        )
+        phases = GaugeMetricFamily(
+            "kyai_evaluation_runs",
+            "EvaluationRuns by namespace and phase.",
+            labels=("namespace", "phase"),
+        )
+        counts: dict[tuple[str, str], int] = {}
+        for run in runs:
+            counts[(run.labels[0], run.phase)] = counts.get((run.labels[0], run.phase), 0) + 1
+            if run.avg_score is not None:
+                score.add_metric(run.labels, float(run.avg_score))
+            if run.avg_latency_ms is not None:
+                latency.add_metric(run.labels, float(run.avg_latency_ms))
+            if run.questions is not None:
+                questions.add_metric(run.labels, float(run.questions))
+            for kind, count in sorted(run.errors.items()):
+                errors.add_metric((*run.labels, kind), float(count))
+            if run.duration_seconds is not None:
+                duration.add_metric(run.labels, run.duration_seconds)
+        for (namespace, phase), count in sorted(counts.items()):
+            phases.add_metric((namespace, phase), float(count))
+        yield from (score, latency, questions, errors, duration, phases)
+
+    def serve(self, port: int, *, address: str = "0.0.0.0") -> None:
+        """Serve /metrics on ``port`` from a background thread."""
+        start_http_server(port, addr=address, registry=self.registry)

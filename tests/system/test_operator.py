@@ -1,0 +1,292 @@
+"""kubectl apply of a Snapshot, a Workload and an EvaluationRun ends in a score, in status and
+on /metrics, with the same value ``kyai run`` computes on the same rows."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from kyai.cli import main as kyai_main
+from kyai.testing import LLMDouble
+from system.helpers import Kubectl, Operator
+
+GEN = "Answer with the bare answer."
+JUDGE = 'Score 1 if the response has the ground truth, else 0. Return JSON {"score": 0..1}.'
+ROWS = [
+    {"instruction": "Capital of France?", "groundTruthResponse": "Paris", "externalRowId": "fr"},
+    {"instruction": "Capital of Italy?", "groundTruthResponse": "Rome", "externalRowId": "it"},
+    {"instruction": "Capital of Spain?", "groundTruthResponse": "Madrid", "externalRowId": "es"},
+    {"instruction": "Capital of Peru?", "groundTruthResponse": "Lima", "externalRowId": "pe"},
+]
+
+
+def snapshot(name: str, namespace: str, rows: list[dict[str, str]] = ROWS) -> dict[str, Any]:
+    return {
+        "apiVersion": "kyai.io/v1alpha1",
+        "kind": "Snapshot",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"source": {"rows": rows}, "prompts": {"generation": GEN, "judge": JUDGE}},
+    }
+
+
+def workload(name: str, namespace: str, double: LLMDouble) -> dict[str, Any]:
+    return {
+        "apiVersion": "kyai.io/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"framework": "vllm", "model": "cand", "endpoint": {"url": double.base_url}},
+    }
+
+
+def run(name: str, namespace: str, double: LLMDouble, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "workloadRef": {"name": "cand"},
+        "snapshotRef": {"name": "capitals"},
+        "judge": {"type": "llm", "llm": {"endpoint": double.base_url, "model": "judge"}},
+        "generation": {"concurrency": 4},
+    }
+    body.update(spec)
+    return {
+        "apiVersion": "kyai.io/v1alpha1",
+        "kind": "EvaluationRun",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": body,
+    }
+
+
+def phase_is(*phases: str) -> Any:
+    return lambda obj: (obj.get("status") or {}).get("phase") in phases
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == type_)
+
+
+def cli_score(double: LLMDouble, tmp_path: Path) -> float:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "instruction": r["instruction"],
+                    "ground_truth_response": r["groundTruthResponse"],
+                    "external_row_id": r["externalRowId"],
+                }
+            )
+            + "\n"
+            for r in ROWS
+        )
+    )
+    out = tmp_path / "cli"
+    assert (
+        kyai_main(
+            [
+                "run",
+                "--endpoint",
+                double.base_url,
+                "--model",
+                "cand",
+                "--dataset",
+                str(rows),
+                "--generation-prompt",
+                GEN,
+                "--judge-prompt",
+                JUDGE,
+                "--judge-endpoint",
+                double.base_url,
+                "--judge-model",
+                "judge",
+                "--output",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    score: float = json.loads((out / "summary.json").read_text())["avg_score"]
+    return score
+
+
+def test_run_succeeds_with_the_cli_score_and_metrics(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str, tmp_path: Path
+) -> None:
+    kubectl.apply(
+        snapshot("capitals", namespace),
+        workload("cand", namespace, double),
+        run("first", namespace, double, thresholds={"avgScore": 0.9}),
+    )
+    done = kubectl.wait_for("evaluationrun", "first", namespace, phase_is("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs())
+    expected = cli_score(double, tmp_path)
+    status = done["status"]
+    assert status["avgScore"] == expected == 0.5  # Paris and Rome (thinking stripped) right
+    assert status["questions"] == 4 and status["scores"] == [1.0, 1.0, 0.0, 0.0]
+    assert status["comparisonKey"] and status["errorCount"] == 0
+    assert status["observedGeneration"] == done["metadata"]["generation"]
+    assert condition(done, "Ready")["status"] == "True"
+    passed = condition(done, "Passed")
+    assert passed["status"] == "False" and "0.5" in passed["message"]
+    wl = kubectl.get("workload", "cand", namespace)
+    assert wl["status"]["phase"] == "Ready" and wl["status"]["maxModelLen"] == 4096
+    snap = kubectl.get("snapshot", "capitals", namespace)
+    assert snap["status"]["rows"] == 4 and len(snap["status"]["sha256"]) == 64
+    assert status["datasetSha256"] == snap["status"]["sha256"]
+    table = kubectl.run("get", "er", "first", "-n", namespace).stdout
+    assert re.search(r"first\s+Succeeded\s+0\.5\s+[\d.]+\s+cand\s+capitals", table), table
+    metrics = operator.metrics()
+    line = next(
+        (
+            m
+            for m in metrics.splitlines()
+            if m.startswith("kyai_evaluation_score{") and 'run="first"' in m and namespace in m
+        ),
+        None,
+    )
+    assert line is not None, metrics
+    assert line.endswith(" 0.5")
+    for label in (
+        'workload="cand"',
+        'model="cand"',
+        'framework="vllm"',
+        'dataset="capitals"',
+        'snapshot_version="custom"',
+        f'comparison_key="{status["comparisonKey"]}"',
+    ):
+        assert label in line
+    events = kubectl.run("get", "events", "-n", namespace, "-o", "json").stdout
+    reasons = {e["reason"] for e in json.loads(events)["items"]}
+    assert {"Generating", "Judging", "Succeeded"} <= reasons
+
+    # Re-judging reads the stored answers: the candidate gets no request.
+    asked_before = len(double.requests_for("cand"))
+    kubectl.apply(
+        run(
+            "rejudge",
+            namespace,
+            double,
+            workloadRef=None,
+            snapshotRef=None,
+            generationFrom={"runRef": {"name": "first"}},
+            judge={
+                "type": "llm",
+                "llm": {"endpoint": double.base_url, "model": "judge"},
+                "prompt": "A stricter judge prompt. Return JSON.",
+            },
+        )
+    )
+    again = kubectl.wait_for("evaluationrun", "rejudge", namespace, phase_is("Succeeded", "Failed"))
+    assert again["status"]["phase"] == "Succeeded", again["status"]
+    assert len(double.requests_for("cand")) == asked_before
+    assert again["status"]["comparisonKey"] != status["comparisonKey"]
+    assert again["status"]["avgScore"] == 0.5
+
+    # Deleting a run removes its series.
+    kubectl.run("delete", "er", "first", "-n", namespace)
+    kubectl.wait_for("evaluationrun", "rejudge", namespace, lambda _: True)
+    for _ in range(50):
+        if 'run="first",' not in operator.metrics() or namespace not in operator.metrics():
+            break
+        import time
+
+        time.sleep(0.2)
+    assert not any(
+        'run="first"' in m and f'namespace="{namespace}"' in m
+        for m in operator.metrics().splitlines()
+        if m.startswith("kyai_evaluation_score")
+    )
+
+
+def test_run_waits_for_its_workload(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    kubectl.apply(snapshot("capitals", namespace), run("early", namespace, double))
+    waiting = kubectl.wait_for(
+        "evaluationrun",
+        "early",
+        namespace,
+        lambda o: condition_reason(o, "Ready") == "WorkloadNotFound",
+    )
+    assert waiting["status"]["phase"] == "Pending"
+    assert "cand" in condition(waiting, "Ready")["message"]
+    kubectl.apply(workload("cand", namespace, double))
+    done = kubectl.wait_for("evaluationrun", "early", namespace, phase_is("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded" and done["status"]["avgScore"] == 0.5
+
+
+def condition_reason(obj: dict[str, Any], type_: str) -> str | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return str(c["reason"])
+    return None
+
+
+def test_operator_restart_mid_run(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    slow = [{"instruction": f"slow question {i}", "groundTruthResponse": "done"} for i in range(12)]
+    kubectl.apply(
+        snapshot("capitals", namespace, slow),
+        workload("cand", namespace, double),
+        run("restart", namespace, double, generation={"concurrency": 2}),
+    )
+    kubectl.wait_for("evaluationrun", "restart", namespace, phase_is("Generating"))
+    operator.kill()
+    operator.start()
+    done = kubectl.wait_for(
+        "evaluationrun", "restart", namespace, phase_is("Succeeded", "Failed"), timeout=90
+    )
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert done["status"]["avgScore"] == 1.0
+    jobs = kubectl.items("jobs", namespace, "-l", "kyai.io/evaluation-run=restart")
+    assert sorted(j["metadata"]["name"] for j in jobs) == ["restart-generate", "restart-judge"]
+
+
+def test_invalid_objects_are_rejected_naming_the_field(
+    kubectl: Kubectl, operator: Operator, namespace: str
+) -> None:
+    cases = [
+        ({"kind": "EngineArgsSet", "spec": {"framework": "ollama"}}, "spec.framework"),
+        (
+            {"kind": "Workload", "spec": {"framework": "vllm", "model": "m", "replicas": -1}},
+            "spec.replicas",
+        ),
+        ({"kind": "Snapshot", "spec": {"builtin": "mmlu"}}, "spec.builtin"),
+        (
+            {"kind": "EvaluationRun", "spec": {"generation": {"concurrency": 0}}},
+            "spec.generation.concurrency",
+        ),
+    ]
+    for partial, field in cases:
+        body = {
+            "apiVersion": "kyai.io/v1alpha1",
+            "metadata": {"name": "bad", "namespace": namespace},
+            **partial,
+        }
+        result = kubectl.apply(body, check=False)
+        assert result.returncode != 0, partial
+        assert field in result.stderr, result.stderr
+
+
+def test_semantic_errors_become_conditions(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    kubectl.apply(
+        {
+            "apiVersion": "kyai.io/v1alpha1",
+            "kind": "EngineArgsSet",
+            "metadata": {"name": "owns-port", "namespace": namespace},
+            "spec": {"framework": "vllm", "args": {"port": 9000, "tensor-parallel-size": 2}},
+        },
+        {
+            "apiVersion": "kyai.io/v1alpha1",
+            "kind": "Snapshot",
+            "metadata": {"name": "no-prompts", "namespace": namespace},
+            "spec": {"source": {"rows": ROWS}},
+        },
+    )
+    eas = kubectl.wait_for("engineargsset", "owns-port", namespace, phase_is("Invalid"))
+    assert "port" in eas["status"]["message"] and condition_reason(eas, "Ready") == "OwnedFlag"
+    snap = kubectl.wait_for("snapshot", "no-prompts", namespace, phase_is("Failed"))
+    assert "spec.prompts.generation" in snap["status"]["message"]

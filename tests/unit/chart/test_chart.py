@@ -1,0 +1,530 @@
+"""The Helm chart and the kustomize config: lint, render, and check what they would install.
+
+Helm comes from scripts/install-helm.sh (into .venv/bin/helm); kubectl's built-in kustomize
+builds config/. Both run offline.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kyai.api import EngineArgsSetSpec, EvaluationRunSpec, SnapshotSpec, WorkloadSpec
+from kyai.settings import OperatorSettings
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "charts" / "kyai-operator"
+CONFIG = ROOT / "config"
+HELM = ROOT / ".venv" / "bin" / "helm"
+KUBECTL = shutil.which("kubectl")
+RELEASE_NS = "kyai-under-test"
+
+#: The metrics and labels the operator exports (the dashboard may use nothing else).
+METRICS = {
+    "kyai_evaluation_score",
+    "kyai_evaluation_latency_ms",
+    "kyai_evaluation_errors_total",
+    "kyai_evaluation_questions",
+    "kyai_evaluation_duration_seconds",
+    "kyai_evaluation_runs",
+}
+METRIC_LABELS = {
+    "namespace",
+    "run",
+    "workload",
+    "model",
+    "framework",
+    "dataset",
+    "snapshot_version",
+    "comparison_key",
+    "phase",
+}
+
+CUSTOM_VALUES: dict[str, Any] = {
+    "watchNamespaces": ["team-a", "team-b"],
+    "defaultJudge": {
+        "endpoint": "https://judge.example.test/v1",
+        "model": "judge-70b",
+        "apiKeySecret": {"name": "judge-key", "key": "token"},
+    },
+    "engineImages": {"vllm": "registry.local/vllm:pinned", "trtllm": "registry.local/trt:1"},
+    "workerImage": {"repository": "registry.local/kyai-worker", "tag": "9.9.9"},
+    "metrics": {"port": 9090, "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+    "health": {"port": 9091},
+    "grafanaDashboard": {"enabled": True, "labels": {"team": "ml"}},
+    "extraEnv": [{"name": "KYAI_WORKLOAD_POLL_SECONDS", "value": "5"}],
+}
+
+# -- the operator's permissions, as the design states them ------------------------------------
+
+KYAI_RESOURCES = ["engineargssets", "workloads", "snapshots", "evaluationruns"]
+ALL_VERBS = {"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+CHILD_VERBS = {"create", "get", "list", "watch", "patch", "update", "delete"}
+READ = {"get", "list", "watch"}
+
+
+def expected_namespaced_permissions() -> set[tuple[str, str, str]]:
+    wanted: set[tuple[str, str, str]] = set()
+    for resource in KYAI_RESOURCES:
+        for verb in ALL_VERBS:
+            wanted |= {("kyai.io", resource, verb), ("kyai.io", f"{resource}/status", verb)}
+        wanted.add(("kyai.io", f"{resource}/finalizers", "update"))
+    children = [
+        ("apps", "deployments"),
+        ("", "services"),
+        ("batch", "jobs"),
+        ("", "persistentvolumeclaims"),
+        ("", "configmaps"),
+        ("", "serviceaccounts"),
+        ("rbac.authorization.k8s.io", "roles"),
+        ("rbac.authorization.k8s.io", "rolebindings"),
+        ("networking.k8s.io", "networkpolicies"),
+    ]
+    wanted |= {(group, resource, verb) for group, resource in children for verb in CHILD_VERBS}
+    wanted |= {("", "secrets", "get"), ("", "secrets", "create")}
+    wanted |= {("", resource, verb) for resource in ("pods", "pods/log") for verb in READ}
+    wanted |= {("", "events", "create"), ("", "events", "patch")}
+    return wanted
+
+
+EXPECTED_CLUSTER_PERMISSIONS = {
+    ("apiextensions.k8s.io", "customresourcedefinitions", verb) for verb in READ
+} | {("", "namespaces", verb) for verb in READ}
+
+
+def permissions(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    found = set()
+    for rule in rules:
+        assert "resourceNames" not in rule or rule["resources"] == ["secrets"], rule
+        for group in rule.get("apiGroups", []):
+            for resource in rule.get("resources", []):
+                for verb in rule.get("verbs", []):
+                    found.add((group, resource, verb))
+    return found
+
+
+# -- rendering --------------------------------------------------------------------------------
+
+
+def helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(HELM), *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def helm_binary() -> Path:
+    if not HELM.exists():
+        pytest.skip("helm is not installed: run scripts/install-helm.sh (make setup does)")
+    return HELM
+
+
+@pytest.fixture(scope="module")
+def values_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("values") / "custom.yaml"
+    path.write_text(yaml.safe_dump(CUSTOM_VALUES))
+    yield path
+
+
+def render(values: Path | None = None, *extra: str) -> list[dict[str, Any]]:
+    args = ["template", "kyai", str(CHART), "--namespace", RELEASE_NS, *extra]
+    if values is not None:
+        args += ["--values", str(values)]
+    result = helm(*args)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def default_objects(helm_binary: Path) -> list[dict[str, Any]]:
+    return render()
+
+
+@pytest.fixture(scope="module")
+def custom_objects(helm_binary: Path, values_file: Path) -> list[dict[str, Any]]:
+    return render(values_file)
+
+
+def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [obj for obj in objects if obj["kind"] == kind]
+
+
+def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = of_kind(objects, kind)
+    return found
+
+
+def operator_role(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    roles = [
+        role
+        for role in of_kind(objects, "ClusterRole")
+        if not any(
+            key.startswith("rbac.authorization.k8s.io/aggregate")
+            for key in role["metadata"]["labels"]
+        )
+    ]
+    (role,) = roles
+    return role
+
+
+# -- lint -------------------------------------------------------------------------------------
+
+
+def test_helm_lint_default_and_custom_values(helm_binary: Path, values_file: Path) -> None:
+    for extra in ([], ["--values", str(values_file)]):
+        result = helm("lint", "--strict", str(CHART), *extra)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "complaint"),
+    [("replicas=3", "replicas"), ("imageTypo.tag=x", "imageTypo"), ("metrics.port=0", "port")],
+)
+def test_values_schema_refuses_bad_values(helm_binary: Path, setting: str, complaint: str) -> None:
+    result = helm("lint", str(CHART), "--set", setting)
+    assert result.returncode != 0
+    assert complaint in result.stdout + result.stderr
+
+
+# -- rendered objects -------------------------------------------------------------------------
+
+
+def test_no_hard_coded_namespace_in_templates() -> None:
+    for template in (CHART / "templates").glob("*.yaml"):
+        for number, line in enumerate(template.read_text().splitlines(), 1):
+            if re.match(r"^\s*namespace:", line):
+                assert "{{" in line, f"{template.name}:{number} hard-codes a namespace: {line}"
+
+
+def test_namespaced_objects_land_in_the_release_namespace(
+    default_objects: list[dict[str, Any]], custom_objects: list[dict[str, Any]]
+) -> None:
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+    for objects, allowed in (
+        (default_objects, {RELEASE_NS}),
+        (custom_objects, {RELEASE_NS, *CUSTOM_VALUES["watchNamespaces"]}),
+    ):
+        for obj in objects:
+            namespace = obj["metadata"].get("namespace")
+            if obj["kind"] in cluster_scoped:
+                assert namespace is None, obj["metadata"]["name"]
+            else:
+                assert namespace in allowed, (obj["kind"], obj["metadata"]["name"], namespace)
+            if obj["kind"] in ("Role", "RoleBinding"):
+                continue
+            assert namespace in (None, RELEASE_NS)
+
+
+def test_standard_labels_on_every_object(custom_objects: list[dict[str, Any]]) -> None:
+    for obj in custom_objects:
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/instance"] == "kyai"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert labels["helm.sh/chart"].startswith("kyai-operator-")
+        assert labels["app.kubernetes.io/part-of"] == "kyai"
+
+
+def test_cluster_wide_rbac_has_exactly_the_needed_verbs(
+    default_objects: list[dict[str, Any]],
+) -> None:
+    role = operator_role(default_objects)
+    assert permissions(role["rules"]) == (
+        expected_namespaced_permissions() | EXPECTED_CLUSTER_PERMISSIONS
+    )
+    assert not of_kind(default_objects, "Role")
+    binding = one(default_objects, "ClusterRoleBinding")
+    account = one(default_objects, "ServiceAccount")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": RELEASE_NS}
+    ]
+
+
+def test_watched_namespaces_get_roles_and_the_cluster_role_shrinks(
+    custom_objects: list[dict[str, Any]],
+) -> None:
+    assert permissions(operator_role(custom_objects)["rules"]) == EXPECTED_CLUSTER_PERMISSIONS
+    account = one(custom_objects, "ServiceAccount")["metadata"]["name"]
+    roles = {
+        (r["metadata"]["namespace"], r["metadata"]["name"]): r
+        for r in of_kind(custom_objects, "Role")
+    }
+    bindings = of_kind(custom_objects, "RoleBinding")
+    for namespace in CUSTOM_VALUES["watchNamespaces"]:
+        (role,) = [r for (ns, _), r in roles.items() if ns == namespace]
+        assert permissions(role["rules"]) == expected_namespaced_permissions()
+        (binding,) = [b for b in bindings if b["metadata"]["namespace"] == namespace]
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": role["metadata"]["name"],
+        }
+        assert binding["subjects"][0]["namespace"] == RELEASE_NS
+        assert binding["subjects"][0]["name"] == account
+    # The judge key stays readable in the release namespace, and only that Secret.
+    (judge_role,) = [r for (ns, _), r in roles.items() if ns == RELEASE_NS]
+    assert judge_role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["judge-key"],
+            "verbs": ["get"],
+        }
+    ]
+
+
+def test_aggregated_user_roles(default_objects: list[dict[str, Any]]) -> None:
+    aggregated = {
+        label: role
+        for role in of_kind(default_objects, "ClusterRole")
+        for label in role["metadata"]["labels"]
+        if label.startswith("rbac.authorization.k8s.io/aggregate-to-")
+    }
+    assert set(aggregated) == {
+        "rbac.authorization.k8s.io/aggregate-to-edit",
+        "rbac.authorization.k8s.io/aggregate-to-admin",
+        "rbac.authorization.k8s.io/aggregate-to-view",
+    }
+    viewer = permissions(aggregated["rbac.authorization.k8s.io/aggregate-to-view"]["rules"])
+    assert {verb for _, _, verb in viewer} == READ
+    editor = permissions(aggregated["rbac.authorization.k8s.io/aggregate-to-edit"]["rules"])
+    assert {("kyai.io", "evaluationruns", "create"), ("kyai.io", "workloads", "delete")} <= editor
+    assert not any(res.endswith("/status") and verb != "get" for _, res, verb in editor)
+
+
+def env_of(deployment: dict[str, Any]) -> dict[str, str]:
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return {item["name"]: item["value"] for item in container["env"]}
+
+
+def test_operator_deployment_defaults(default_objects: list[dict[str, Any]]) -> None:
+    deployment = one(default_objects, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["kyai", "operator"]
+    assert container["image"].endswith(":0.1.0")
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert ports == {"metrics": 8080, "health": 8081}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert pod["serviceAccountName"] == one(default_objects, "ServiceAccount")["metadata"]["name"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    settings = OperatorSettings.from_env(env_of(deployment))
+    assert settings.namespaces == ()
+    assert settings.worker_image == container["image"]
+    assert (settings.metrics_port, settings.health_port) == (8080, 8081)
+    assert settings.default_judge_endpoint is None
+    service = one(default_objects, "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    assert service["spec"]["selector"].items() <= pod_labels(deployment).items()
+    assert not of_kind(default_objects, "ServiceMonitor")
+    assert not of_kind(default_objects, "ConfigMap")
+
+
+def pod_labels(deployment: dict[str, Any]) -> dict[str, str]:
+    return dict(deployment["spec"]["template"]["metadata"]["labels"])
+
+
+def test_operator_settings_from_custom_values(custom_objects: list[dict[str, Any]]) -> None:
+    deployment = one(custom_objects, "Deployment")
+    # Every KYAI_* variable the chart sets must be one the operator's settings know.
+    settings = OperatorSettings.from_env(env_of(deployment))
+    assert settings.namespaces == ("team-a", "team-b")
+    assert settings.worker_image == "registry.local/kyai-worker:9.9.9"
+    assert settings.vllm_image == "registry.local/vllm:pinned"
+    assert settings.trtllm_image == "registry.local/trt:1"
+    assert settings.sglang_image == OperatorSettings().sglang_image
+    assert settings.default_judge_endpoint == "https://judge.example.test/v1"
+    assert settings.default_judge_model == "judge-70b"
+    assert settings.default_judge_secret_namespace == RELEASE_NS
+    assert (settings.default_judge_secret_name, settings.default_judge_secret_key) == (
+        "judge-key",
+        "token",
+    )
+    assert (settings.metrics_port, settings.health_port) == (9090, 9091)
+    assert settings.workload_poll_seconds == 5
+
+
+def test_service_monitor_scrapes_the_metrics_service(custom_objects: list[dict[str, Any]]) -> None:
+    monitor = one(custom_objects, "ServiceMonitor")
+    service = one(custom_objects, "Service")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"]
+    assert endpoint["path"] == "/metrics"
+    assert service["spec"]["ports"][0]["port"] == 9090
+
+
+def test_dashboard_is_valid_and_uses_only_exported_metrics(
+    custom_objects: list[dict[str, Any]],
+) -> None:
+    config_map = one(custom_objects, "ConfigMap")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config_map["metadata"]["labels"]["team"] == "ml"
+    (text,) = config_map["data"].values()
+    dashboard = json.loads(text)
+    assert dashboard == json.loads((CHART / "dashboards" / "kyai.json").read_text())
+    expressions = [
+        target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])
+    ]
+    variables = {var["name"]: var for var in dashboard["templating"]["list"]}
+    expressions += [var["definition"] for var in variables.values() if "definition" in var]
+    used = {name for expr in expressions for name in re.findall(r"\bkyai_[a-z_]+", expr)}
+    assert used == METRICS
+    grouped = {
+        label.strip()
+        for expr in expressions
+        for group in re.findall(r"by \(([^)]*)\)", expr)
+        for label in group.split(",")
+    }
+    matched = {label for expr in expressions for label in re.findall(r"(\w+)=~", expr)}
+    assert grouped | matched <= METRIC_LABELS
+    assert {"comparison_key", "dataset"} <= set(variables)
+    for expr in expressions:
+        if "kyai_evaluation_score" in expr and "label_values" not in expr:
+            assert "$comparison_key" in expr and "$dataset" in expr
+
+
+# -- CRDs: one source, three copies -----------------------------------------------------------
+
+
+def test_crd_copies_match_the_generated_crds() -> None:
+    generated = {path.name: path.read_text() for path in (ROOT / "crds").glob("*.yaml")}
+    assert generated
+    for copy in (CHART / "crds", CONFIG / "crd" / "bases"):
+        copies = {path.name: path.read_text() for path in copy.glob("*.yaml")}
+        assert copies == generated, (
+            f"stale CRDs in {copy.relative_to(ROOT)}: cp crds/*.yaml {copy.relative_to(ROOT)}/"
+        )
+
+
+# -- schema validation (kubernetes-validate, offline OpenAPI schemas) ---------------------------
+
+
+def test_rendered_objects_validate_against_kubernetes_schemas(
+    default_objects: list[dict[str, Any]], custom_objects: list[dict[str, Any]]
+) -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    for obj in default_objects + custom_objects:
+        if obj["apiVersion"].startswith("monitoring.coreos.com"):
+            continue
+        kubernetes_validate.validate(obj, "1.32.0", strict=True)
+
+
+# -- kustomize --------------------------------------------------------------------------------
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    result = subprocess.run(
+        [KUBECTL, "kustomize", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def test_kustomize_default_builds_a_consistent_install(
+    default_objects: list[dict[str, Any]],
+) -> None:
+    objects = kustomize(CONFIG / "default")
+    kinds = [obj["kind"] for obj in objects]
+    assert kinds.count("CustomResourceDefinition") == 4
+    for kind in ("Namespace", "ServiceAccount", "ClusterRoleBinding", "Deployment", "Service"):
+        assert kind in kinds
+    namespace = one(objects, "Namespace")["metadata"]["name"]
+    deployment = one(objects, "Deployment")
+    account = one(objects, "ServiceAccount")
+    assert deployment["metadata"]["namespace"] == account["metadata"]["namespace"] == namespace
+    assert (
+        deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
+    )
+    (binding,) = of_kind(objects, "ClusterRoleBinding")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": namespace}
+    ]
+    roles = {role["metadata"]["name"]: role for role in of_kind(objects, "ClusterRole")}
+    manager = roles[binding["roleRef"]["name"]]
+    # The same rules as the chart's.
+    assert permissions(manager["rules"]) == permissions(operator_role(default_objects)["rules"])
+    # An editor and a viewer role per kind.
+    for singular in ("engineargsset", "workload", "snapshot", "evaluationrun"):
+        assert any(name.endswith(f"{singular}-editor-role") for name in roles)
+        assert any(name.endswith(f"{singular}-viewer-role") for name in roles)
+    settings = OperatorSettings.from_env(env_of(deployment))
+    assert settings.metrics_port == 8080
+    service = one(objects, "Service")
+    assert service["spec"]["selector"].items() <= pod_labels(deployment).items()
+    monitor = one(objects, "ServiceMonitor")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+
+
+SPEC_MODELS = {
+    "EngineArgsSet": EngineArgsSetSpec,
+    "Workload": WorkloadSpec,
+    "Snapshot": SnapshotSpec,
+    "EvaluationRun": EvaluationRunSpec,
+}
+
+
+def assert_subset(given: Any, dumped: Any, path: str = "spec") -> None:
+    """Every key the sample writes survives a round trip: camelCase, known to the model."""
+    if isinstance(given, dict):
+        assert isinstance(dumped, dict), path
+        for key, value in given.items():
+            assert key in dumped, f"{path}.{key} is not a field (camelCase expected)"
+            assert_subset(value, dumped[key], f"{path}.{key}")
+    elif isinstance(given, list):
+        assert isinstance(dumped, list) and len(given) == len(dumped), path
+        for index, (item, back) in enumerate(zip(given, dumped, strict=True)):
+            assert_subset(item, back, f"{path}[{index}]")
+
+
+def test_samples_validate_against_the_api_models() -> None:
+    samples = sorted((CONFIG / "samples").glob("kyai.io_v1alpha1_*.yaml"))
+    assert [path.name.split("_")[-1] for path in samples] == [
+        "engineargsset.yaml",
+        "evaluationrun.yaml",
+        "snapshot.yaml",
+        "workload.yaml",
+    ]
+    seen: dict[str, list[Any]] = {}
+    for path in samples:
+        for doc in yaml.safe_load_all(path.read_text()):
+            assert doc["apiVersion"] == "kyai.io/v1alpha1"
+            assert path.name == f"kyai.io_v1alpha1_{doc['kind'].lower()}.yaml"
+            spec = SPEC_MODELS[doc["kind"]].model_validate(doc["spec"])
+            assert_subset(doc["spec"], spec.to_k8s())
+            seen.setdefault(doc["kind"], []).append(spec)
+    workloads = seen["Workload"]
+    assert any(w.engine_args_set_ref and w.framework == "vllm" for w in workloads)
+    assert any(w.endpoint is not None for w in workloads)
+    snapshots = seen["Snapshot"]
+    assert any(s.builtin for s in snapshots)
+    assert any(s.source is not None and s.source.rows for s in snapshots)
+    built = kustomize(CONFIG / "samples")
+    assert len(built) == sum(len(specs) for specs in seen.values())
+
+
+def test_kustomize_prometheus_monitor_builds() -> None:
+    (monitor,) = kustomize(CONFIG / "prometheus")
+    assert monitor["kind"] == "ServiceMonitor"
