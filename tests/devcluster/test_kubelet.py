@@ -365,7 +365,8 @@ async def test_kubelet_paths_survive_a_tmp_mount(api: Api) -> None:
         "pathlib.Path('/tmp/probe').write_text('x'); "
         "sys.exit(0 if ok else 3)"
     )
-    body = job("tmpmount", command=[sys.executable, "-c", script])
+    # "python3" from PATH: an interpreter path under /tmp would itself be remapped.
+    body = job("tmpmount", command=["python3", "-c", script])
     container = body["spec"]["template"]["spec"]["containers"][0]
     container["volumeMounts"] = [{"name": "tmp", "mountPath": "/tmp"}]
     body["spec"]["template"]["spec"]["volumes"] = [{"name": "tmp", "emptyDir": {}}]
