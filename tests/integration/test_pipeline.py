@@ -184,8 +184,6 @@ async def test_concurrency_keeps_requests_in_flight(tmp_path: Path) -> None:
         assert double.max_in_flight >= 8
         assert double.max_in_flight <= 16
     assert outcome.sent == 48
-    # 48 rows at 16 in flight and 150 ms each: 3 waves, far below the 7.2 s of a serial run.
-    assert outcome.wall_seconds < 48 * 0.15 / 2
 
 
 async def test_resume_asks_only_for_missing_rows(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ def double() -> Iterator[LLMDouble]:
             Rule(match="Italy", model="cand", content="<think>Milan?</think>Rome"),
             Rule(match="Spain", model="cand", content="Barcelona"),
             Rule(match="slow", model="cand", content="done", delay_s=0.4),
+            Rule(match="$", model="cand", content="Final answer: 2"),
             Rule(model="cand", content="I do not know"),
             Rule(model="judge", content=substring_judge),
         ],
@@ -46,8 +47,14 @@ def double() -> Iterator[LLMDouble]:
 
 
 @pytest.fixture(scope="module")
-def operator(kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    running = Operator(kubectl.kubeconfig, tmp_path_factory.mktemp("operator"))
+def operator(
+    kubectl: Kubectl, double: LLMDouble, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    running = Operator(
+        kubectl.kubeconfig,
+        tmp_path_factory.mktemp("operator"),
+        env={"KYAI_DEFAULT_JUDGE_ENDPOINT": double.base_url, "KYAI_DEFAULT_JUDGE_MODEL": "judge"},
+    )
     running.start()
     yield running
     running.stop()

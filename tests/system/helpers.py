@@ -87,8 +87,11 @@ class Kubectl:
 class Operator:
     """``kyai operator`` as a subprocess; restartable."""
 
-    def __init__(self, kubeconfig: Path, log_dir: Path) -> None:
+    def __init__(
+        self, kubeconfig: Path, log_dir: Path, *, env: dict[str, str] | None = None
+    ) -> None:
         self.kubeconfig = kubeconfig
+        self.extra_env = dict(env or {})
         self.log_dir = log_dir
         self.metrics_port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
@@ -102,6 +105,7 @@ class Operator:
             "KYAI_WORKER_IMAGE": WORKER_IMAGE,
             "KYAI_METRICS_PORT": str(self.metrics_port),
             "KYAI_HEALTH_PORT": "0",
+            **self.extra_env,
         }
         with (self.log_dir / f"operator-{self.starts}.log").open("wb") as log:
             self.process = subprocess.Popen(

@@ -48,6 +48,7 @@ def run(name: str, namespace: str, double: LLMDouble, **spec: Any) -> dict[str, 
         "generation": {"concurrency": 4},
     }
     body.update(spec)
+    body = {key: value for key, value in body.items() if value is not None}
     return {
         "apiVersion": "kyai.io/v1alpha1",
         "kind": "EvaluationRun",
@@ -290,3 +291,72 @@ def test_semantic_errors_become_conditions(
     assert "port" in eas["status"]["message"] and condition_reason(eas, "Ready") == "OwnedFlag"
     snap = kubectl.wait_for("snapshot", "no-prompts", namespace, phase_is("Failed"))
     assert "spec.prompts.generation" in snap["status"]["message"]
+
+
+NATIVE_MATH = Path(__file__).parent.parent / "unit/datasets/data/native/math500_test.jsonl"
+
+
+def test_several_judges_on_a_builtin_snapshot(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    kubectl.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "math-native", "namespace": namespace},
+            "data": {"test.jsonl": NATIVE_MATH.read_text()},
+        },
+        {
+            "apiVersion": "kyai.io/v1alpha1",
+            "kind": "Snapshot",
+            "metadata": {"name": "math", "namespace": namespace},
+            "spec": {
+                "builtin": "math-500",
+                "source": {"configMapRef": {"name": "math-native", "key": "test.jsonl"}},
+            },
+        },
+        workload("cand", namespace, double),
+        run(
+            "judged-thrice",
+            namespace,
+            double,
+            snapshotRef={"name": "math"},
+            judge=None,
+            judges=[
+                {"name": "platform", "type": "llm"},  # the operator's default judge
+                {"name": "verify", "type": "builtin"},
+                {
+                    "name": "ends-with",
+                    "type": "python",
+                    "python": {
+                        "source": "def grade(sample, item):\n"
+                        "    out = (sample.get('extracted_output') or '').strip()\n"
+                        "    return 1.0 if out.endswith(item.get('target') or '?') else 0.0\n"
+                    },
+                },
+            ],
+        ),
+    )
+    snap = kubectl.wait_for("snapshot", "math", namespace, phase_is("Ready", "Failed"))
+    assert snap["status"]["phase"] == "Ready" and snap["status"]["version"] == "v1", snap["status"]
+    done = kubectl.wait_for(
+        "evaluationrun", "judged-thrice", namespace, phase_is("Succeeded", "Failed"), timeout=90
+    )
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    status = done["status"]
+    assert [j["name"] for j in status["judges"]] == ["platform", "verify", "ends-with"]
+    by_name = {j["name"]: j for j in status["judges"]}
+    assert by_name["verify"]["judgeModel"] == "math-verify"
+    assert by_name["platform"]["judgeModel"] == "judge"
+    # Only the "1+1" row's answer 2 is right, for every judge.
+    questions = status["questions"]
+    for judge in status["judges"]:
+        assert judge["avgScore"] == round(1 / questions, 6), judge
+    pairs = status["agreement"]["pairs"]
+    assert {tuple(p["judges"]) for p in pairs} == {
+        ("platform", "verify"),
+        ("platform", "ends-with"),
+        ("verify", "ends-with"),
+    }
+    assert all(p["exact_agreement"] == 1.0 for p in pairs)
+    assert status["avgScore"] == by_name["platform"]["avgScore"]

@@ -242,6 +242,8 @@ class JudgeResult(KyaiModel):
     """Its comparison key."""
     error_count: int | None = None
     """Rows it scored 0 because of an error."""
+    judge_model: str | None = None
+    """The judge model, or the grader's name."""
 
 
 class EvaluationRunStatus(StatusBase):

@@ -57,6 +57,26 @@ class JudgePlan:
 
 
 @dataclass(frozen=True)
+class JudgesPlan:
+    """Every judge of a run: at most one LLM judge, the built-in grader, Python graders."""
+
+    llm: JudgePlan | None
+    use_llm: bool
+    builtin: bool
+    graders: dict[str, dict[str, Any]]
+    names: dict[str, str]  # the judge CLI's names -> the spec's names
+
+    @property
+    def model(self) -> str:
+        """What status.judgeModel shows: the LLM judge, else the first grader."""
+        if self.use_llm and self.llm is not None:
+            return self.llm.model
+        if self.builtin:
+            return "builtin"
+        return next(iter(self.graders), "python")
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything a started run needs, resolved once and kept in its status."""
 
@@ -66,7 +86,7 @@ class Plan:
     snapshot_config_map: str | None
     results_claim: str
     own_claim: bool
-    judge: JudgePlan
+    judge: JudgesPlan
     generations_path: str
     status: dict[str, Any]
 
@@ -81,13 +101,98 @@ def spec_hash(spec: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
+async def _grader_declaration(
+    svc: Services, namespace: str, judge: JudgeSpec, name: str
+) -> dict[str, Any]:
+    """The seed's declaration of a Python judge, its source read from a ConfigMap if need be."""
+    from kyai.graders import GraderDeclarationError, PythonGrader
+
+    spec = judge.python
+    assert spec is not None
+    source = spec.source
+    if spec.config_map_ref is not None:
+        ref = spec.config_map_ref
+        config_map = await svc.kube.get("ConfigMap", namespace, ref.name)
+        if config_map is None or ref.key not in (config_map.get("data") or {}):
+            raise Waiting(
+                c.JUDGE_NOT_READY,
+                f"the grader source of judge {name} (ConfigMap {ref.name}, key {ref.key}) "
+                "does not exist",
+            )
+        source = config_map["data"][ref.key]
+    grader: dict[str, Any] = {
+        "type": "python",
+        "contract": spec.contract,
+        "metric_id": spec.metric_id,
+        "source": source,
+        "timeout_seconds": spec.timeout_seconds,
+        "max_model_calls": spec.max_model_calls,
+    }
+    if spec.execution is not None:
+        grader["execution"] = spec.execution
+    if spec.model_access is not None:
+        grader["model_access"] = spec.model_access
+    if spec.metrics is not None:
+        grader["metrics"] = list(spec.metrics)
+    declaration = {"grader": grader}
+    try:
+        PythonGrader.from_declaration(declaration)
+    except GraderDeclarationError as exc:
+        raise Invalid(c.INVALID_SPEC, f"judge {name}: {exc}") from exc
+    return declaration
+
+
+async def _resolve_judges(
+    svc: Services,
+    run: Mapping[str, Any],
+    judges: list[JudgeSpec],
+    *,
+    dataset: str | None,
+    builtin_dataset: bool,
+) -> JudgesPlan:
+    """Resolve every judge; raise Waiting or Invalid."""
+    from kyai.graders import GraderUnavailableError, PythonGrader, builtin_grader
+
+    namespace = run["metadata"]["namespace"]
+    by_type: dict[str, list[JudgeSpec]] = {"llm": [], "builtin": [], "python": []}
+    for judge in judges:
+        by_type[judge.type].append(judge)
+    for kind in ("llm", "builtin"):
+        if len(by_type[kind]) > 1:
+            raise Invalid(c.INVALID_SPEC, f"spec.judges: at most one judge of type {kind}")
+    names: dict[str, str] = {}
+    llm_plan = None
+    if by_type["llm"]:
+        llm_plan = await _resolve_judge(svc, run, by_type["llm"][0])
+        names["llm"] = by_type["llm"][0].name or "llm"
+    if by_type["builtin"]:
+        try:
+            builtin_grader(dataset if builtin_dataset else None)
+        except GraderUnavailableError as exc:
+            raise Invalid(c.INVALID_SPEC, f"judge type builtin: {exc}") from exc
+        names["builtin"] = by_type["builtin"][0].name or "builtin"
+    graders: dict[str, dict[str, Any]] = {}
+    needs_bridge = False
+    for judge in by_type["python"]:
+        name = judge.name or "python"
+        declaration = await _grader_declaration(svc, namespace, judge, name)
+        needs_bridge |= PythonGrader.from_declaration(declaration).model_access
+        cli_name = name if name not in ("llm", "builtin") else f"python-{name}"
+        graders[cli_name] = declaration
+        names[cli_name] = name
+    if needs_bridge and llm_plan is None:
+        llm_plan = await _resolve_judge(svc, run, JudgeSpec())
+    return JudgesPlan(
+        llm=llm_plan,
+        use_llm=bool(by_type["llm"]),
+        builtin=bool(by_type["builtin"]),
+        graders=graders,
+        names=names,
+    )
+
+
 async def _resolve_judge(svc: Services, run: Mapping[str, Any], judge: JudgeSpec) -> JudgePlan:
     namespace = run["metadata"]["namespace"]
-    if judge.type != "llm":
-        raise Invalid(
-            c.INVALID_SPEC,
-            f"judge type {judge.type!r} is not available in this operator version; use type llm",
-        )
     llm = judge.llm
     workload_name = judge.judge_workload
     if workload_name is not None:
@@ -161,8 +266,6 @@ async def make_plan(svc: Services, run: Mapping[str, Any], spec: EvaluationRunSp
     meta = run["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     judges = spec.judge_list()
-    if len(judges) > 1:
-        raise Invalid(c.INVALID_SPEC, "several judges are not available in this operator version")
     generation = spec.generation
     status: dict[str, Any] = {}
     if spec.generation_from is not None:
@@ -184,7 +287,13 @@ async def make_plan(svc: Services, run: Mapping[str, Any], spec: EvaluationRunSp
         generations_path = (
             source_status.get("resultsPath") or f"{build.RESULTS_MOUNT}/{source_name}"
         )
-        judge = await _resolve_judge(svc, run, judges[0])
+        judge = await _resolve_judges(
+            svc,
+            run,
+            judges,
+            dataset=source_status.get("dataset"),
+            builtin_dataset=source_status.get("datasetVersion") == "v1",
+        )
         status.update(resultsClaim=results_claim, resultsPath=f"{build.RESULTS_MOUNT}/{name}")
         return Plan(False, [], None, None, results_claim, False, judge, generations_path, status)
 
@@ -214,7 +323,13 @@ async def make_plan(svc: Services, run: Mapping[str, Any], spec: EvaluationRunSp
         raise Waiting(
             c.SNAPSHOT_NOT_READY, f"the Snapshot {spec.snapshot_ref.name} is {phase}, not Ready"
         )
-    judge = await _resolve_judge(svc, run, judges[0])
+    judge = await _resolve_judges(
+        svc,
+        run,
+        judges,
+        dataset=snapshot["status"].get("dataset"),
+        builtin_dataset=snapshot["status"].get("version") == "v1",
+    )
     w_status, w_spec = workload["status"], workload["spec"]
     s_status = snapshot["status"]
     model = w_status.get("servedModelName") or w_spec.get("servedModelName") or w_spec["model"]
@@ -265,27 +380,38 @@ async def make_plan(svc: Services, run: Mapping[str, Any], spec: EvaluationRunSp
     )
 
 
+def _secret_list(secret: build.SecretEnv | None) -> list[str] | None:
+    return None if secret is None else [secret.env, secret.secret, secret.key]
+
+
+def _secret_env(value: Any) -> build.SecretEnv | None:
+    return None if not value else build.SecretEnv(*value)
+
+
 def _plan_to_status(plan: Plan) -> dict[str, Any]:
+    llm = plan.judge.llm
     return {
         "generate": plan.generate,
         "generationArgs": plan.generation_args,
-        "candidateSecret": None
-        if plan.candidate_secret is None
-        else [plan.candidate_secret.env, plan.candidate_secret.secret, plan.candidate_secret.key],
+        "candidateSecret": _secret_list(plan.candidate_secret),
         "snapshotConfigMap": plan.snapshot_config_map,
         "resultsClaim": plan.results_claim,
         "ownClaim": plan.own_claim,
         "generationsPath": plan.generations_path,
-        "judge": {
-            "endpoint": plan.judge.endpoint,
-            "model": plan.judge.model,
-            "secret": None
-            if plan.judge.secret is None
-            else [plan.judge.secret.env, plan.judge.secret.secret, plan.judge.secret.key],
-            "prompt": plan.judge.prompt,
-            "copySecretFrom": list(plan.judge.copy_secret_from)
-            if plan.judge.copy_secret_from
-            else None,
+        "judges": {
+            "llm": None
+            if llm is None
+            else {
+                "endpoint": llm.endpoint,
+                "model": llm.model,
+                "secret": _secret_list(llm.secret),
+                "prompt": llm.prompt,
+                "copySecretFrom": list(llm.copy_secret_from) if llm.copy_secret_from else None,
+            },
+            "useLlm": plan.judge.use_llm,
+            "builtin": plan.judge.builtin,
+            "graders": plan.judge.graders,
+            "names": plan.judge.names,
         },
     }
 
@@ -298,47 +424,69 @@ def _triple(value: Any) -> tuple[str, str, str] | None:
 
 
 def _plan_from_status(data: Mapping[str, Any]) -> Plan:
-    def secret(value: Any) -> build.SecretEnv | None:
-        return None if not value else build.SecretEnv(*value)
-
-    judge = data["judge"]
+    judges = data["judges"]
+    llm = judges.get("llm")
     return Plan(
         generate=data["generate"],
         generation_args=list(data["generationArgs"]),
-        candidate_secret=secret(data.get("candidateSecret")),
+        candidate_secret=_secret_env(data.get("candidateSecret")),
         snapshot_config_map=data.get("snapshotConfigMap"),
         results_claim=data["resultsClaim"],
         own_claim=data["ownClaim"],
-        judge=JudgePlan(
-            endpoint=judge["endpoint"],
-            model=judge["model"],
-            secret=secret(judge.get("secret")),
-            prompt=judge.get("prompt"),
-            copy_secret_from=_triple(judge.get("copySecretFrom")),
+        judge=JudgesPlan(
+            llm=None
+            if llm is None
+            else JudgePlan(
+                endpoint=llm["endpoint"],
+                model=llm["model"],
+                secret=_secret_env(llm.get("secret")),
+                prompt=llm.get("prompt"),
+                copy_secret_from=_triple(llm.get("copySecretFrom")),
+            ),
+            use_llm=bool(judges.get("useLlm")),
+            builtin=bool(judges.get("builtin")),
+            graders=dict(judges.get("graders") or {}),
+            names=dict(judges.get("names") or {}),
         ),
         generations_path=data["generationsPath"],
         status={},
     )
 
 
+#: Where the judge Job finds the Python graders' declarations.
+GRADERS_MOUNT = "/etc/kyai/graders"
+
+
+def graders_config_map_name(run: str) -> str:
+    """The ConfigMap holding a run's Python grader declarations."""
+    return f"{run}-graders"
+
+
 def judge_args(run: Mapping[str, Any], plan: Plan, spec: EvaluationRunSpec) -> list[str]:
     """The judge worker's command line."""
     meta = run["metadata"]
+    judges = plan.judge
     args = [
         "judge",
         "--generations", plan.generations_path,
         "--output", f"{build.RESULTS_MOUNT}/{meta['name']}",
-        "--judge-endpoint", plan.judge.endpoint,
-        "--judge-model", plan.judge.model,
         "--concurrency", str(spec.generation.concurrency),
         "--request-timeout", str(spec.generation.request_timeout_seconds),
         "--max-retries", str(spec.generation.max_retries),
         "--report-run", f"{meta['namespace']}/{meta['name']}",
     ]  # fmt: skip
-    if plan.judge.secret is not None:
-        args += ["--judge-api-key-env", build.JUDGE_KEY_ENV]
-    if plan.judge.prompt:
-        args += ["--judge-prompt", plan.judge.prompt]
+    if judges.use_llm:
+        args += ["--judge", "llm"]
+    if judges.builtin:
+        args += ["--judge", "builtin"]
+    for name in judges.graders:
+        args += ["--grader", f"{GRADERS_MOUNT}/{name}.json"]
+    if judges.llm is not None:
+        args += ["--judge-endpoint", judges.llm.endpoint, "--judge-model", judges.llm.model]
+        if judges.llm.secret is not None:
+            args += ["--judge-api-key-env", build.JUDGE_KEY_ENV]
+        if judges.llm.prompt and judges.use_llm:
+            args += ["--judge-prompt", judges.llm.prompt]
     return args
 
 
@@ -506,13 +654,31 @@ class RunReconciler:
                     storage_class=spec.storage.storage_class_name,
                 )
             )
-        if plan.judge.copy_secret_from is not None and plan.judge.secret is not None:
-            await self._copy_judge_secret(plan)
+        llm = plan.judge.llm
+        if llm is not None and llm.copy_secret_from is not None and llm.secret is not None:
+            await self._copy_judge_secret(llm)
+        if plan.judge.graders:
+            await kube.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "name": graders_config_map_name(self.name),
+                        "namespace": self.namespace,
+                        "labels": build.run_labels(self.name, "judge"),
+                        "ownerReferences": [build.owner_reference(self.run)],
+                    },
+                    "data": {
+                        f"{name}.json": json.dumps(declaration, indent=2)
+                        for name, declaration in plan.judge.graders.items()
+                    },
+                }
+            )
 
-    async def _copy_judge_secret(self, plan: Plan) -> None:
-        assert plan.judge.copy_secret_from is not None and plan.judge.secret is not None
-        source_ns, source_name, source_key = plan.judge.copy_secret_from
-        if await self.svc.kube.get("Secret", self.namespace, plan.judge.secret.secret):
+    async def _copy_judge_secret(self, judge: JudgePlan) -> None:
+        assert judge.copy_secret_from is not None and judge.secret is not None
+        source_ns, source_name, source_key = judge.copy_secret_from
+        if await self.svc.kube.get("Secret", self.namespace, judge.secret.secret):
             return
         source = await self.svc.kube.get("Secret", source_ns, source_name)
         if source is None or source_key not in (source.get("data") or {}):
@@ -526,7 +692,7 @@ class RunReconciler:
                 "kind": "Secret",
                 "type": "Opaque",
                 "metadata": {
-                    "name": plan.judge.secret.secret,
+                    "name": judge.secret.secret,
                     "namespace": self.namespace,
                     "labels": build.run_labels(self.name, "judge"),
                     "ownerReferences": [build.owner_reference(self.run)],
@@ -594,7 +760,22 @@ class RunReconciler:
                         name=name,
                         component="judge",
                         args=judge_args(self.run, plan, spec),
-                        secrets=[plan.judge.secret] if plan.judge.secret else [],
+                        secrets=[plan.judge.llm.secret]
+                        if plan.judge.llm is not None and plan.judge.llm.secret
+                        else [],
+                        extra_volumes=[
+                            {
+                                "name": "graders",
+                                "configMap": {"name": graders_config_map_name(self.name)},
+                            }
+                        ]
+                        if plan.judge.graders
+                        else (),
+                        extra_mounts=[
+                            {"name": "graders", "mountPath": GRADERS_MOUNT, "readOnly": True}
+                        ]
+                        if plan.judge.graders
+                        else (),
                     ),
                     spec,
                     plan,
@@ -607,9 +788,9 @@ class RunReconciler:
                 f"the judge Job {name} failed: {message}; see `kubectl logs job/{name}`",
             )
         elif state == "succeeded":
-            await self._complete(spec)
+            await self._complete(spec, plan)
 
-    async def _complete(self, spec: EvaluationRunSpec) -> None:
+    async def _complete(self, spec: EvaluationRunSpec, plan: Plan) -> None:
         fresh = await self.svc.kube.get(KIND, self.namespace, self.name)
         status = (fresh or {}).get("status") or {}
         self.status.update(status)
@@ -644,14 +825,26 @@ class RunReconciler:
                 changes.append((c.PASSED, False, c.THRESHOLDS_MISSED, "; ".join(misses)))
             else:
                 changes.append((c.PASSED, True, c.THRESHOLDS_MET, "every threshold is met"))
-        await self.patch_status(
-            {
-                "phase": "Succeeded",
-                "message": message,
-                "completedAt": c.now(),
-                "conditions": self.conditions(*changes),
+        final: dict[str, Any] = {
+            "phase": "Succeeded",
+            "message": message,
+            "completedAt": c.now(),
+            "conditions": self.conditions(*changes),
+        }
+        names = plan.judge.names
+        if status.get("judges"):  # the worker names judges as its CLI does: use the spec's
+            final["judges"] = [
+                {**judge, "name": names.get(judge["name"], judge["name"])}
+                for judge in status["judges"]
+            ]
+            pairs = (status.get("agreement") or {}).get("pairs") or []
+            final["agreement"] = {
+                "pairs": [
+                    {**pair, "judges": [names.get(n, n) for n in pair.get("judges", [])]}
+                    for pair in pairs
+                ]
             }
-        )
+        await self.patch_status(final)
         post_event(self.run, type_="Normal", reason=c.SUCCEEDED, message=message)
 
 

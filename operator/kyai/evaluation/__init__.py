@@ -19,6 +19,14 @@ from kyai.evaluation._client import (
     parse_overflow,
 )
 from kyai.evaluation._generate import CandidateConfig, GenerationOutcome, generate, messages_for
+from kyai.evaluation._grading import (
+    GraderJudge,
+    NamedJudge,
+    agreement,
+    cohen_kappa,
+    judge_many,
+    judge_with_grader,
+)
 from kyai.evaluation._judge import GenerationSet, JudgeConfig, judge, judge_message
 from kyai.evaluation._progress import Progress, ProgressListener, ProgressUpdate
 from kyai.evaluation._reasoning import strip_reasoning
@@ -37,18 +45,24 @@ __all__ = [
     "EndpointUnreachableError",
     "GenerationOutcome",
     "GenerationSet",
+    "GraderJudge",
     "JudgeConfig",
     "ModelConfigError",
+    "NamedJudge",
     "Progress",
     "ProgressListener",
     "ProgressUpdate",
     "RetryPolicy",
     "RunDirectoryError",
     "Verdict",
+    "agreement",
+    "cohen_kappa",
     "comparison_key",
     "generate",
     "judge",
+    "judge_many",
     "judge_message",
+    "judge_with_grader",
     "messages_for",
     "output_budget",
     "parse_overflow",

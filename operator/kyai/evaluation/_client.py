@@ -257,6 +257,11 @@ class ChatClient:
             transport=transport,
         )
 
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The underlying HTTP client (base URL and credentials set), for other routes."""
+        return self._http
+
     async def __aenter__(self) -> ChatClient:
         return self
 

@@ -84,6 +84,12 @@ class GenerationSet:
         return cls(path, manifest, rows, generations)
 
     @property
+    def dataset(self) -> dict[str, Any]:
+        """The dataset's manifest (name, version, sha256, prompts)."""
+        value: dict[str, Any] = self.manifest["dataset"]
+        return value
+
+    @property
     def generation_prompt(self) -> str:
         """The generation system prompt the candidate was given."""
         return str(self.manifest["dataset"]["prompts"]["generation"])
@@ -196,9 +202,42 @@ async def judge(
         finally:
             log.close()
             progress.close()
-    wall = time.monotonic() - started
+    summary = build_summary(
+        source,
+        key=key,
+        judge_type="llm",
+        judge_model=config.model,
+        judge_endpoint=endpoint,
+        judge_prompt=prompt,
+        judge_prompt_id=None
+        if config.prompt
+        else source.dataset.get("prompts", {}).get("judge_id"),
+        judged=judged,
+        started_at=started_at,
+        wall=time.monotonic() - started,
+    )
+    store.write_json(output / store.SUMMARY, summary)
+    return summary
+
+
+def build_summary(
+    source: GenerationSet,
+    *,
+    key: str,
+    judge_type: str,
+    judge_model: str,
+    judge_endpoint: str | None,
+    judge_prompt: str | None,
+    judge_prompt_id: str | None,
+    judged: Mapping[int, Mapping[str, Any]],
+    started_at: str,
+    wall: float,
+    metrics: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """``summary.json``: the KYAI figures of one judge over one generation directory."""
     finished_at = now_iso()
     figures = score_rows(len(source.rows), judged, source.generations)
+    dataset = source.dataset
     candidate = source.manifest["candidate"]
     generation = source.manifest.get("generation", {})
     summary: dict[str, Any] = {
@@ -214,13 +253,13 @@ async def judge(
         "candidate_endpoint": candidate.get("endpoint"),
         "context_window": candidate.get("context_window"),
         "context_window_source": candidate.get("context_window_source"),
-        "judge_model": config.model,
-        "judge_type": "llm",
-        "judge_endpoint": endpoint,
+        "judge_model": judge_model,
+        "judge_type": judge_type,
+        "judge_endpoint": judge_endpoint,
         "generation_prompt_id": dataset.get("prompts", {}).get("generation_id"),
         "generation_prompt_sha256": sha256_text(source.generation_prompt),
-        "judge_prompt_id": (None if config.prompt else dataset.get("prompts", {}).get("judge_id")),
-        "judge_prompt_sha256": sha256_text(prompt),
+        "judge_prompt_id": judge_prompt_id,
+        "judge_prompt_sha256": sha256_text(judge_prompt) if judge_prompt else None,
         **figures,
         "started_at": generation.get("started_at") or started_at,
         "finished_at": finished_at,
@@ -235,7 +274,8 @@ async def judge(
             "wall_seconds": round(wall, 3),
         },
     }
-    store.write_json(output / store.SUMMARY, summary)
+    if metrics:
+        summary["metrics"] = dict(metrics)
     return summary
 
 

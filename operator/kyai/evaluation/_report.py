@@ -80,6 +80,18 @@ def result_status(summary: Mapping[str, Any]) -> dict[str, Any]:
     scores = summary.get("scores") or []
     if len(scores) <= MAX_STATUS_SCORES:
         status["scores"] = list(scores)
+    if summary.get("judges"):
+        status["judges"] = [
+            {
+                "name": judge["name"],
+                "avgScore": judge["avg_score"],
+                "comparisonKey": judge["comparison_key"],
+                "errorCount": judge["error_count"],
+                "judgeModel": judge.get("judge_model"),
+            }
+            for judge in summary["judges"]
+        ]
+        status["agreement"] = {"pairs": list(summary.get("agreement") or [])}
     return status
 
 

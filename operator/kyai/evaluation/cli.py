@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kyai.evaluation import RetryPolicy
+    from kyai.evaluation._grading import NamedJudge
     from kyai.evaluation._report import StatusReporter
 
 #: Exit statuses (shared with kyai.cli).
@@ -127,13 +130,30 @@ def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
 def _add_judge_flags(parser: argparse.ArgumentParser, *, prompt: bool = True) -> None:
     group = parser.add_argument_group("judge")
     group.add_argument(
-        "--judge-endpoint",
-        required=True,
-        metavar="URL",
-        help="the judge's OpenAI-compatible base URL",
+        "--judge",
+        action="append",
+        choices=("llm", "builtin"),
+        metavar="KIND",
+        help="llm (an LLM judge, the default) or builtin (the dataset's deterministic grader); "
+        "repeat, or add --grader, for several judges on the same answers",
     )
     group.add_argument(
-        "--judge-model", required=True, metavar="NAME", help="the judge's model name"
+        "--grader",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help='a Python grader declaration (JSON: {"grader": {"type": "python", ...}}); repeatable',
+    )
+    group.add_argument(
+        "--judge-endpoint",
+        metavar="URL",
+        help="the judge's OpenAI-compatible base URL (LLM judges and model-backed graders)",
+    )
+    group.add_argument("--judge-model", metavar="NAME", help="the judge's model name")
+    group.add_argument(
+        "--embedding-model",
+        metavar="NAME",
+        help="the embedding model of model-backed graders (ctx.embeddings_create)",
     )
     group.add_argument(
         "--judge-api-key-env",
@@ -305,13 +325,7 @@ async def _phases(
     args: argparse.Namespace, phases: tuple[str, ...], reporter: StatusReporter | None
 ) -> int:
     from kyai.datasets import load_dataset, load_snapshot_dir
-    from kyai.evaluation import (
-        CandidateConfig,
-        JudgeConfig,
-        RetryPolicy,
-        generate,
-        judge,
-    )
+    from kyai.evaluation import CandidateConfig, RetryPolicy, generate, judge_many
 
     retry = RetryPolicy(max_retries=args.max_retries)
     listener = reporter.listener if reporter is not None else None
@@ -328,7 +342,7 @@ async def _phases(
                 judge_prompt=judge_prompt,
                 hf_revision=args.hf_revision,
             )
-        if "judge" in phases and dataset.prompts.judge is None:
+        if "judge" in phases and dataset.prompts.judge is None and _judge_kinds(args)[0]:
             raise UsageError("--judge-prompt is required for a custom dataset")
         candidate = CandidateConfig(
             endpoint=args.endpoint,
@@ -352,18 +366,16 @@ async def _phases(
         )
     if "judge" in phases:
         generations_dir: Path = output if "generate" in phases else args.generations
-        config = JudgeConfig(
-            endpoint=args.judge_endpoint,
-            model=args.judge_model,
-            api_key=judge_key
-            if "generate" in phases
-            else _secret("--judge-api-key-env", args.judge_api_key_env),
-            prompt=judge_prompt if "generate" not in phases else None,
-            concurrency=args.concurrency,
-            timeout_s=args.request_timeout,
+        if "generate" not in phases:
+            judge_key = _secret("--judge-api-key-env", args.judge_api_key_env)
+        judges = _judges(
+            args,
+            generations_dir,
+            judge_key=judge_key,
+            judge_prompt=judge_prompt if "generate" not in phases else None,
             retry=retry,
         )
-        summary = await judge(generations_dir, output, config, listener=listener)
+        summary = await judge_many(generations_dir, output, judges, listener=listener)
         if reporter is not None:
             await reporter.final(summary)
         latency = summary["avg_latency_ms"]
@@ -374,6 +386,88 @@ async def _phases(
             f"comparison_key={summary['comparison_key']} -> {output / 'summary.json'}"
         )
     return EXIT_OK
+
+
+def _judge_kinds(args: argparse.Namespace) -> tuple[bool, bool]:
+    """(an LLM judge is wanted, the builtin grader is wanted)."""
+    kinds = list(args.judge or [])
+    if not kinds and not args.grader:
+        kinds = ["llm"]
+    return "llm" in kinds, "builtin" in kinds
+
+
+def _judges(
+    args: argparse.Namespace,
+    generations_dir: Path,
+    *,
+    judge_key: str | None,
+    judge_prompt: str | None,
+    retry: RetryPolicy,
+) -> list[NamedJudge]:
+    """The judges the flags ask for, named llm, builtin and each grader file's stem."""
+    from kyai.evaluation import JudgeConfig, RunDirectoryError
+    from kyai.evaluation._grading import GraderJudge, NamedJudge
+    from kyai.graders import (
+        GraderDeclarationError,
+        GraderUnavailableError,
+        PythonGrader,
+        builtin_grader,
+    )
+
+    llm, builtin = _judge_kinds(args)
+    graders: list[PythonGrader] = []
+    for path in args.grader or []:
+        try:
+            graders.append(PythonGrader.from_file(path))
+        except GraderDeclarationError as exc:
+            raise UsageError(f"--grader {path}: {exc}") from exc
+    endpoint_needed = llm or any(grader.model_access for grader in graders)
+    config = None
+    if endpoint_needed:
+        if not args.judge_endpoint or not args.judge_model:
+            what = "an LLM judge" if llm else "a model-backed grader"
+            raise UsageError(f"--judge-endpoint and --judge-model are required for {what}")
+        config = JudgeConfig(
+            endpoint=args.judge_endpoint,
+            model=args.judge_model,
+            api_key=judge_key,
+            prompt=judge_prompt,
+            concurrency=args.concurrency,
+            timeout_s=args.request_timeout,
+            retry=retry,
+        )
+    judges: list[NamedJudge] = []
+    if llm:
+        judges.append(NamedJudge("llm", llm=config))
+    if builtin:
+        try:
+            manifest = json.loads((generations_dir / "run.json").read_text(encoding="utf-8"))
+            dataset = str(manifest["dataset"]["name"])
+            builtin_dataset = bool(manifest["dataset"].get("builtin"))
+        except (OSError, ValueError, KeyError) as exc:
+            raise RunDirectoryError(f"{generations_dir} has no readable run.json: {exc}") from exc
+        try:
+            grader = builtin_grader(dataset if builtin_dataset else None)
+        except GraderUnavailableError as exc:
+            raise UsageError(f"--judge builtin: {exc}") from exc
+        judges.append(NamedJudge("builtin", grader=GraderJudge(grader, "builtin", concurrency=2)))
+    for path, grader in zip(args.grader or [], graders, strict=True):
+        name = path.stem
+        if name in {judge.name for judge in judges}:
+            name = f"python-{name}"
+        judges.append(
+            NamedJudge(
+                name,
+                grader=GraderJudge(
+                    grader,
+                    "python",
+                    bridge_endpoint=config if grader.model_access else None,
+                    embedding_model=args.embedding_model,
+                    concurrency=min(args.concurrency, 4),
+                ),
+            )
+        )
+    return judges
 
 
 def _handle_generate(args: argparse.Namespace) -> int:

@@ -1,0 +1,984 @@
+r"""Python graders and preprocessors, run in the sandbox (:mod:`kyai.graders._sandbox`).
+
+The seed's three contracts: ``sample``, ``batch`` and ``model_backed``.
+
+The declaration is the seed's, as written there, with ``file`` (a path, relative to
+``base_dir``) in place of ``file_id``::
+
+    {"grader": {"type": "python", "contract": "sample", "metric_id": "score",
+                "source": "def grade(sample, item):\\n    return 1.0\\n",
+                "timeout_seconds": 120},
+     "preprocess": {"type": "python", "contract": "batch", "file": "prep.py"}}
+
+(the inner ``grader`` object alone is accepted too, and ``preprocess`` may sit inside it).
+
+What the code sees, mapped from KYAI rows:
+
+- ``sample`` (``grade``): ``output_text`` (the judge-facing copy of the answer),
+  ``extracted_output`` (the same, stripped of surrounding whitespace), ``model`` (the
+  candidate), ``prompt`` (the row's instruction), ``task_id`` (the dataset name), ``run_id``,
+  ``sample_id`` (the row id).
+- ``item``: the row's metadata flattened in, then ``instruction``, ``ground_truth_response``,
+  ``external_row_id`` (the row id), and the convenience fields ``prompt``, ``target`` and
+  ``reference_answer`` (the ground truth), ``choices`` (the metadata's, or ``[]``),
+  ``task_id``.
+- batch samples (``grade_batch``): ``sample_id``, ``task_id``, ``model``, ``prompt``,
+  ``target``, ``output_text``, ``extracted_output``, ``dataset_row`` (the row's fields and
+  metadata), ``response_id`` (None), ``scores`` (``{}``), ``judge`` (None).
+- preprocessor rows (``transform`` / ``transform_batch``): the row's metadata flattened in,
+  then ``instruction``, ``ground_truth_response``, ``external_row_id``. What comes back
+  becomes the rows: those three keys give the row's fields (``external_row_id`` its id), every
+  other key its metadata.
+
+Return handling, exactly as the seed says:
+
+- a finite number (not a boolean) → ``scores[metric_id]``;
+- a dict with a ``scores`` object → its finite numbers (booleans are not numbers; other values
+  are dropped and listed in ``details["dropped_scores"]``), plus the optional ``judge``
+  payload (kept in ``details["judge"]``);
+- anything else is invalid and scores 0 with ``error_kind`` ``grader_invalid_result``:
+  NaN/Infinity, booleans, strings, lists, ``None``, dicts without a finite score; the raw value
+  and the error go to ``details["judge"]`` (``invalid_result``, ``error``).
+
+A row's KYAI score (``Grade.score``) is ``scores[metric_id]`` when present; otherwise, when the
+grader returned exactly one metric, that one; otherwise the first declared metric (``metrics``)
+it returned; otherwise the first key it returned. A KYAI score must lie in [0, 1]: one outside
+scores 0 with ``grader_score_out_of_range`` (``scores`` still hold the value).
+
+Failures (the row scores 0, ``details["judge"]["error"]`` says why): ``grader_exception``
+(the code raised; the traceback is kept), ``grader_timeout`` (``timeout_seconds`` of wall clock
+or the CPU limit), ``grader_memory_limit``, ``grader_crash`` (the process died),
+``grader_output_limit``, ``grader_sandbox_error``; ``candidate_error`` when the candidate failed
+on the row (a per-sample grader is not run then).
+
+Execution: ``per_sample`` runs ``grade`` once per row, each in its own sandbox (timeout and
+``max_model_calls`` per row), at most ``context.concurrency`` at a time; run-level metrics are
+the mean of each returned metric over the rows that returned it. ``aggregate`` runs
+``grade_batch`` once over all rows; its ``metrics`` are the run-level metrics (undeclared ids
+dropped when ``metrics`` are declared) and its ``samples`` updates give per-row ``scores``,
+``judge`` and ``extracted_output``; a row without an update's score gets 0 (no error: the
+grader only reports aggregates). Model calls (``ctx.responses_create`` /
+``ctx.embeddings_create``) go to :attr:`GradingContext.bridge` with ``stream``, ``store`` and
+``background`` removed; the bridge picks the run's judge / embedding model for ``model="auto"``
+or none; every call is logged in ``details["model_calls"]``.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kyai.datasets import Row
+from kyai.datasets._model import thaw_json
+
+from ._sandbox import BridgeHandler, SandboxLimits, SandboxResult, run_sandboxed
+from ._types import Grade, GradeInput, GradingContext, GradingOutcome, ModelBridge
+
+__all__ = [
+    "GraderDeclaration",
+    "GraderDeclarationError",
+    "PreprocessDeclaration",
+    "PreprocessError",
+    "PythonGrader",
+    "PythonPreprocessor",
+    "batch_sample_dict",
+    "interpret_result",
+    "item_dict",
+    "primary_score",
+    "sample_dict",
+]
+
+_HARNESS = Path(__file__).with_name("_python_child.py")
+_VERSION = "1"
+_INLINE_FILENAME = "<grader>"
+#: Largest raw payload kept in a grade's details, as JSON text.
+_MAX_RAW_CHARS = 16_384
+_REMOVED_REQUEST_KEYS = ("stream", "store", "background")
+
+
+class GraderDeclarationError(ValueError):
+    """A grader or preprocessor declaration is invalid; the message names the field."""
+
+
+class PreprocessError(RuntimeError):
+    """A preprocessor failed; the rows cannot be prepared."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_file_id(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "file_id" in data:
+            raise ValueError(
+                "'file_id' names an uploaded file, which KYAI does not have: give 'file' (a "
+                "path relative to the declaration) or 'source' instead."
+            )
+        return data
+
+
+class _Sourced(_Strict):
+    @model_validator(mode="after")
+    def _one_source(self) -> Any:
+        source = getattr(self, "source", None)
+        file = getattr(self, "file", None)
+        if (source is None) == (file is None):
+            raise ValueError("Give exactly one of 'source' and 'file'.")
+        return self
+
+
+class PreprocessDeclaration(_Sourced):
+    """A Python preprocessor: ``transform(row)`` (sample) or ``transform_batch(rows)``."""
+
+    type: Literal["python"]
+    #: ``sample`` calls ``transform(row)`` for each row; ``batch`` calls
+    #: ``transform_batch(rows)`` once.
+    contract: Literal["sample", "batch"] = "sample"
+    #: Inline Python source.
+    source: str | None = None
+    #: A Python file, relative to the declaration's directory (``base_dir``).
+    file: str | None = None
+    #: Sandbox time limit for the whole preprocessing, 1 to 600 s.
+    timeout_seconds: int = Field(default=120, ge=1, le=600)
+
+
+class GraderDeclaration(_Sourced):
+    """The seed's Python grader declaration (with ``file`` instead of ``file_id``)."""
+
+    type: Literal["python"]
+    #: ``sample``, ``batch`` or ``model_backed``.
+    contract: Literal["sample", "batch", "model_backed"] = "sample"
+    #: ``per_sample`` (``grade``) or ``aggregate`` (``grade_batch``); by default ``sample`` →
+    #: per_sample, ``batch`` → aggregate, ``model_backed`` → per_sample when the source
+    #: defines ``grade``, else aggregate.
+    execution: Literal["per_sample", "aggregate"] | None = None
+    #: ``mka1`` enables ``ctx.responses_create`` / ``ctx.embeddings_create``; the default is
+    #: ``mka1`` for ``model_backed``, ``none`` otherwise.
+    model_access: Literal["mka1", "none"] | None = None
+    #: Score key for a grader that returns a single number.
+    metric_id: str = Field(default="score", min_length=1)
+    #: Inline Python source.
+    source: str | None = None
+    #: A Python file, relative to the declaration's directory (``base_dir``).
+    file: str | None = None
+    #: Sandbox time limit per execution (per row for per_sample), 1 to 600 s.
+    timeout_seconds: int = Field(default=120, ge=1, le=600)
+    #: Model calls allowed per execution, 0 to 500.
+    max_model_calls: int = Field(default=64, ge=0, le=500)
+    #: Declared metric ids; batch metrics outside them are dropped.
+    metrics: tuple[str, ...] | None = None
+    #: An optional preprocessor (may also sit beside ``grader``).
+    preprocess: PreprocessDeclaration | None = None
+
+
+class _Envelope(_Strict):
+    grader: GraderDeclaration
+    preprocess: PreprocessDeclaration | None = None
+
+
+def _validation_message(exc: ValidationError, prefix: str) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}")
+    return "Invalid Python grader declaration: " + "; ".join(parts)
+
+
+def _read_source(
+    source: str | None, file: str | None, base_dir: Path, where: str
+) -> tuple[str, str]:
+    """The source text and the filename tracebacks show."""
+    if source is not None:
+        return source, _INLINE_FILENAME
+    assert file is not None
+    path = Path(file)
+    if not path.is_absolute():
+        path = base_dir / path
+    try:
+        return path.read_text(encoding="utf-8"), path.name
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GraderDeclarationError(f"{where}.file: cannot read {str(path)!r}: {exc}") from exc
+
+
+def _top_level_names(source: str, filename: str, where: str) -> set[str]:
+    try:
+        tree = ast.parse(source, filename=filename)
+    except (SyntaxError, ValueError) as exc:
+        raise GraderDeclarationError(
+            f"{where}: the Python source does not compile: {type(exc).__name__}: {exc}"
+        ) from exc
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
+
+
+def _require(names: set[str], function: str, where: str, why: str) -> None:
+    if function not in names:
+        raise GraderDeclarationError(
+            f"{where}: the source defines no top-level function {function!r}, which {why} needs."
+        )
+
+
+def _parse_declaration(
+    decl: Mapping[str, Any],
+) -> tuple[GraderDeclaration, PreprocessDeclaration | None]:
+    """(the grader declaration, a preprocess declaration beside it or None)."""
+    # An object with a "grader" key, or with a "preprocess" key but no "type", is an envelope.
+    envelope = "grader" in decl or ("preprocess" in decl and "type" not in decl)
+    try:
+        if envelope:
+            parsed = _Envelope.model_validate(decl)
+            return parsed.grader, parsed.preprocess
+        return GraderDeclaration.model_validate(decl), None
+    except ValidationError as exc:
+        raise GraderDeclarationError(
+            _validation_message(exc, "" if envelope else "grader")
+        ) from exc
+
+
+def _finite_number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    )
+
+
+def _clip_raw(value: Any) -> Any:
+    """The raw payload as kept in details: itself, or its JSON text cut short when huge."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        return repr(value)[:_MAX_RAW_CHARS]
+    if len(text) <= _MAX_RAW_CHARS:
+        return value
+    return text[:_MAX_RAW_CHARS] + "…"
+
+
+def _unserializable(value: Any) -> str | None:
+    """Describe the first value the child could not send as JSON, if any."""
+    if isinstance(value, dict):
+        if set(value) == {"$unserializable", "repr"}:
+            return _describe(value)
+        for item in value.values():
+            found = _unserializable(item)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for item in value:
+            found = _unserializable(item)
+            if found is not None:
+                return found
+    return None
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, dict) and set(value) == {"$unserializable", "repr"}:
+        return f"a {value['$unserializable']} ({value['repr'][:80]})"
+    if isinstance(value, bool):
+        return f"a boolean ({value})"
+    if isinstance(value, float):
+        return f"a non-finite number ({value})"
+    if value is None:
+        return "None"
+    return f"a {type(value).__name__}"
+
+
+def interpret_result(
+    value: Any, *, metric_id: str
+) -> tuple[dict[str, float], Any, dict[str, Any], str | None]:
+    """Read a ``grade`` return value as the seed says.
+
+    Returns ``(scores, judge, dropped, error)``: the finite scores kept, the ``judge``
+    payload (or None), the score entries dropped (not finite numbers) and, for an invalid
+    result, a sentence saying why (then ``scores`` is empty).
+    """
+    if _finite_number(value):
+        return {metric_id: float(value)}, None, {}, None
+    if not isinstance(value, dict) or set(value) == {"$unserializable", "repr"}:
+        return (
+            {},
+            None,
+            {},
+            (
+                f"The grader returned {_describe(value)}; it must return a finite number or a "
+                "dict with finite numeric 'scores'."
+            ),
+        )
+    raw_scores = value.get("scores")
+    judge = value.get("judge")
+    if not isinstance(raw_scores, dict):
+        return (
+            {},
+            judge,
+            {},
+            (
+                "The grader returned a dict without a 'scores' object; put the numbers in "
+                "{'scores': {...}}."
+            ),
+        )
+    scores: dict[str, float] = {}
+    dropped: dict[str, Any] = {}
+    for key, score in raw_scores.items():
+        if _finite_number(score):
+            scores[str(key)] = float(score)
+        else:
+            dropped[str(key)] = _clip_raw(score)
+    if not scores:
+        return (
+            {},
+            judge,
+            dropped,
+            (
+                "The grader returned no finite numeric score (booleans, strings, NaN and "
+                "Infinity do not count)."
+            ),
+        )
+    return scores, judge, dropped, None
+
+
+def primary_score(
+    scores: Mapping[str, float], *, metric_id: str, declared: Sequence[str] | None
+) -> float | None:
+    """The row's KYAI score among its scores (see the module docstring), or None."""
+    if metric_id in scores:
+        return scores[metric_id]
+    if len(scores) == 1:
+        return next(iter(scores.values()))
+    for metric in declared or ():
+        if metric in scores:
+            return scores[metric]
+    return next(iter(scores.values()), None)
+
+
+def _row_fields(row: Row) -> dict[str, Any]:
+    fields: dict[str, Any] = dict(thaw_json(row.metadata))
+    fields.update(
+        instruction=row.instruction,
+        ground_truth_response=row.ground_truth_response,
+        external_row_id=row.row_id,
+    )
+    return fields
+
+
+def sample_dict(item: GradeInput, context: GradingContext) -> dict[str, Any]:
+    """The seed's ``sample`` for one row."""
+    return {
+        "output_text": item.response,
+        "extracted_output": item.response.strip(),
+        "model": context.candidate_model,
+        "prompt": item.row.instruction,
+        "task_id": context.dataset,
+        "run_id": context.run_id,
+        "sample_id": item.row.row_id,
+    }
+
+
+def item_dict(row: Row, context: GradingContext) -> dict[str, Any]:
+    """The seed's ``item`` for one row: its fields plus the convenience fields."""
+    item = _row_fields(row)
+    choices = item.get("choices")
+    item.update(
+        prompt=row.instruction,
+        target=row.ground_truth_response,
+        reference_answer=row.ground_truth_response,
+        choices=list(choices) if isinstance(choices, list) else [],
+        task_id=context.dataset,
+    )
+    return item
+
+
+def batch_sample_dict(item: GradeInput, context: GradingContext) -> dict[str, Any]:
+    """The seed's batch sample for one row."""
+    return {
+        "sample_id": item.row.row_id,
+        "task_id": context.dataset,
+        "model": context.candidate_model,
+        "prompt": item.row.instruction,
+        "target": item.row.ground_truth_response,
+        "output_text": item.response,
+        "extracted_output": item.response.strip(),
+        "dataset_row": _row_fields(item.row),
+        "response_id": None,
+        "scores": {},
+        "judge": None,
+    }
+
+
+_FAILURE_KINDS = {
+    "timeout": "grader_timeout",
+    "cpu_limit": "grader_timeout",
+    "memory": "grader_memory_limit",
+    "exception": "grader_exception",
+    "syntax": "grader_exception",
+    "unserializable": "grader_invalid_result",
+    "crash": "grader_crash",
+    "output_limit": "grader_output_limit",
+    "protocol": "grader_sandbox_error",
+    "sandbox_error": "grader_sandbox_error",
+}
+
+
+def _failure(result: SandboxResult) -> tuple[str, str, dict[str, Any]]:
+    """(error_kind, message, judge payload) for a failed sandbox run."""
+    kind = _FAILURE_KINDS.get(result.error_kind or "", "grader_sandbox_error")
+    message = result.message or kind
+    error: dict[str, Any] = {"kind": kind, "message": message}
+    if result.traceback:
+        error["traceback"] = result.traceback
+    return kind, message, {"error": error}
+
+
+def _bridge_handler(bridge: ModelBridge | None, log: list[dict[str, Any]]) -> BridgeHandler:
+    async def handle(method: str, params: dict[str, Any]) -> Any:
+        entry: dict[str, Any] = {"method": method, "model": params.get("model", "auto")}
+        log.append(entry)
+        if bridge is None:
+            entry["error"] = "no model bridge"
+            raise RuntimeError(
+                "This run gives graders no model access (no judge endpoint is configured)."
+            )
+        calls = {
+            "responses_create": bridge.responses_create,
+            "embeddings_create": bridge.embeddings_create,
+        }
+        call = calls.get(method)
+        if call is None:
+            entry["error"] = "unknown method"
+            raise RuntimeError(f"Unknown model call {method!r}.")
+        request = {k: v for k, v in params.items() if k not in _REMOVED_REQUEST_KEYS}
+        try:
+            response = await call(**request)
+        except Exception as exc:
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            raise
+        if isinstance(response, dict):
+            entry["id"] = response.get("id")
+        return response
+
+    return handle
+
+
+class _Program:
+    """Resolved source plus the sandbox settings shared by graders and preprocessors."""
+
+    def __init__(self, source: str, filename: str, limits: SandboxLimits) -> None:
+        self.source = source
+        self.filename = filename
+        self.sha256 = hashlib.sha256(source.encode("utf-8")).hexdigest()
+        self.limits = limits
+
+    async def run(
+        self,
+        payload: dict[str, Any],
+        *,
+        bridge: BridgeHandler | None = None,
+    ) -> SandboxResult:
+        payload = {**payload, "source": self.source, "filename": self.filename}
+        return await run_sandboxed(
+            "run", payload, module_file=_HARNESS, limits=self.limits, bridge=bridge
+        )
+
+
+class PythonPreprocessor:
+    """``transform(row)`` / ``transform_batch(rows)`` in the sandbox, before prompts render."""
+
+    def __init__(self, declaration: PreprocessDeclaration, program: _Program) -> None:
+        self.declaration = declaration
+        self._program = program
+
+    @classmethod
+    def from_declaration(
+        cls,
+        decl: Mapping[str, Any] | PreprocessDeclaration,
+        *,
+        base_dir: str | Path | None = None,
+        limits: SandboxLimits | None = None,
+    ) -> PythonPreprocessor:
+        """Build from ``{"preprocess": {...}}`` or the inner object (see the module docs)."""
+        if isinstance(decl, PreprocessDeclaration):
+            declaration = decl
+        else:
+            inner = decl.get("preprocess", decl) if isinstance(decl, Mapping) else decl
+            try:
+                declaration = PreprocessDeclaration.model_validate(inner)
+            except ValidationError as exc:
+                raise GraderDeclarationError(_validation_message(exc, "preprocess")) from exc
+        base = Path(base_dir) if base_dir is not None else Path.cwd()
+        source, filename = _read_source(declaration.source, declaration.file, base, "preprocess")
+        function = "transform" if declaration.contract == "sample" else "transform_batch"
+        names = _top_level_names(source, filename, "preprocess")
+        _require(names, function, "preprocess", f"contract {declaration.contract!r}")
+        sandbox = replace(
+            limits or SandboxLimits(), timeout_seconds=declaration.timeout_seconds, max_calls=0
+        )
+        return cls(declaration, _Program(source, filename, sandbox))
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        """What changes the prepared rows."""
+        return {
+            "type": "python",
+            "version": _VERSION,
+            "contract": self.declaration.contract,
+            "timeout_seconds": self.declaration.timeout_seconds,
+            "source_sha256": self._program.sha256,
+        }
+
+    async def apply(self, rows: Sequence[Row]) -> tuple[Row, ...]:
+        """Run the preprocessor over ``rows``; the rows it returns, re-indexed in order.
+
+        Raises :class:`PreprocessError` when the code fails or returns something that is not
+        a row (a dict with string ``instruction`` and ``ground_truth_response``).
+        """
+        mode = "transform" if self.declaration.contract == "sample" else "transform_batch"
+        payload = {"mode": mode, "rows": [_row_fields(row) for row in rows]}
+        result = await self._program.run(payload)
+        if not result.ok:
+            detail = f"\n{result.traceback}" if result.traceback else ""
+            raise PreprocessError(
+                f"The Python preprocessor failed ({result.error_kind}): {result.message}{detail}"
+            )
+        value = result.value
+        if not isinstance(value, list):
+            raise PreprocessError(
+                f"The preprocessor returned {_describe(value)}; {mode} must return "
+                + ("the row (a dict)." if mode == "transform" else "a list of rows (dicts).")
+            )
+        return tuple(
+            _row_from_dict(data, position, rows, mode) for position, data in enumerate(value)
+        )
+
+
+def _row_from_dict(data: Any, position: int, rows: Sequence[Row], mode: str) -> Row:
+    where = f"The preprocessor's row {position}"
+    if not isinstance(data, dict):
+        raise PreprocessError(f"{where} is {_describe(data)}, not a dict; {mode} must return rows.")
+    fields = dict(data)
+    fallback = rows[position] if mode == "transform" and position < len(rows) else None
+    row_id = fields.pop("external_row_id", fallback.row_id if fallback else None)
+    instruction = fields.pop("instruction", None)
+    ground_truth = fields.pop("ground_truth_response", None)
+    if isinstance(row_id, int) and not isinstance(row_id, bool):
+        row_id = str(row_id)
+    if not isinstance(row_id, str):
+        raise PreprocessError(f"{where} has no string 'external_row_id'.")
+    for name, text in (("instruction", instruction), ("ground_truth_response", ground_truth)):
+        if not isinstance(text, str):
+            raise PreprocessError(f"{where} ({row_id!r}) has no string {name!r}.")
+    assert isinstance(instruction, str) and isinstance(ground_truth, str)
+    odd = _unserializable(fields)
+    if odd is not None:
+        raise PreprocessError(f"{where} ({row_id!r}) is not a valid row: it holds {odd}.")
+    try:
+        return Row(
+            index=position,
+            row_id=row_id,
+            instruction=instruction,
+            ground_truth_response=ground_truth,
+            metadata=fields,
+        )
+    except TypeError as exc:
+        raise PreprocessError(f"{where} ({row_id!r}) is not a valid row: {exc}") from exc
+
+
+class PythonGrader:
+    """A user's Python grader (the seed's contracts) run in the sandbox."""
+
+    def __init__(
+        self,
+        declaration: GraderDeclaration,
+        program: _Program,
+        *,
+        execution: Literal["per_sample", "aggregate"],
+        preprocessor: PythonPreprocessor | None,
+    ) -> None:
+        self.declaration = declaration
+        self.execution = execution
+        #: The grader's preprocessor, when the declaration has one (the engine runs it).
+        self.preprocessor = preprocessor
+        #: Whether ``ctx.responses_create`` / ``ctx.embeddings_create`` reach the bridge.
+        self.model_access = _model_access(declaration)
+        self.name = f"python:{declaration.contract}"
+        self._program = program
+
+    @classmethod
+    def from_declaration(
+        cls,
+        decl: Mapping[str, Any],
+        *,
+        base_dir: str | Path | None = None,
+        limits: SandboxLimits | None = None,
+    ) -> PythonGrader:
+        """Build from the seed's declaration (``{"grader": {...}}`` or the inner object).
+
+        ``file`` paths are relative to ``base_dir`` (default: the working directory);
+        ``limits`` sets the sandbox's other limits (memory, ...), while ``timeout_seconds``
+        and ``max_model_calls`` come from the declaration. Raises
+        :class:`GraderDeclarationError` naming the field at fault.
+        """
+        if not isinstance(decl, Mapping):
+            raise GraderDeclarationError(
+                f"A grader declaration is a JSON object, got {type(decl).__name__}."
+            )
+        declaration, sibling_preprocess = _parse_declaration(decl)
+        if declaration.preprocess is not None and sibling_preprocess is not None:
+            raise GraderDeclarationError(
+                "preprocess: declared both inside 'grader' and beside it; keep one."
+            )
+        base = Path(base_dir) if base_dir is not None else Path.cwd()
+        source, filename = _read_source(declaration.source, declaration.file, base, "grader")
+        names = _top_level_names(source, filename, "grader")
+        execution = declaration.execution or _default_execution(declaration.contract, names)
+        function = "grade" if execution == "per_sample" else "grade_batch"
+        _require(names, function, "grader", f"execution {execution!r}")
+        model_access = _model_access(declaration)
+        sandbox = replace(
+            limits or SandboxLimits(),
+            timeout_seconds=declaration.timeout_seconds,
+            max_calls=declaration.max_model_calls if model_access else 0,
+        )
+        preprocess_decl = declaration.preprocess or sibling_preprocess
+        preprocessor = (
+            PythonPreprocessor.from_declaration(preprocess_decl, base_dir=base, limits=limits)
+            if preprocess_decl is not None
+            else None
+        )
+        return cls(
+            declaration,
+            _Program(source, filename, sandbox),
+            execution=execution,
+            preprocessor=preprocessor,
+        )
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, limits: SandboxLimits | None = None) -> PythonGrader:
+        """Read a JSON declaration file; ``file`` paths in it are relative to its directory."""
+        path = Path(path)
+        try:
+            decl = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise GraderDeclarationError(
+                f"Cannot read the grader declaration {str(path)!r}: {exc}"
+            ) from exc
+        return cls.from_declaration(decl, base_dir=path.parent, limits=limits)
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        """Everything that changes the grades: contract, settings and the source's hash."""
+        decl = self.declaration
+        return {
+            "name": self.name,
+            "version": _VERSION,
+            "contract": decl.contract,
+            "execution": self.execution,
+            "model_access": "mka1" if self.model_access else "none",
+            "metric_id": decl.metric_id,
+            "metrics": list(decl.metrics) if decl.metrics is not None else None,
+            "timeout_seconds": decl.timeout_seconds,
+            "max_model_calls": decl.max_model_calls,
+            "source_sha256": self._program.sha256,
+            "preprocess": dict(self.preprocessor.identity) if self.preprocessor else None,
+        }
+
+    async def grade(self, inputs: Sequence[GradeInput], context: GradingContext) -> GradingOutcome:
+        """Grade every input; a row's failure scores it 0 (never raises for a row)."""
+        if self.execution == "aggregate":
+            return await self._grade_batch(inputs, context)
+        gate = asyncio.Semaphore(max(1, context.concurrency))
+
+        async def one(item: GradeInput) -> Grade:
+            async with gate:
+                return await self._grade_sample(item, context)
+
+        grades = tuple(await asyncio.gather(*(one(item) for item in inputs)))
+        return GradingOutcome(grades=grades, metrics=self._sample_metrics(grades))
+
+    def _sample_metrics(self, grades: Sequence[Grade]) -> dict[str, float]:
+        totals: dict[str, list[float]] = {}
+        for grade in grades:
+            for key, value in grade.scores.items():
+                totals.setdefault(key, []).append(value)
+        declared = self.declaration.metrics
+        return {
+            key: sum(values) / len(values)
+            for key, values in totals.items()
+            if declared is None or key in declared
+        }
+
+    def _bridge(self, context: GradingContext, log: list[dict[str, Any]]) -> BridgeHandler | None:
+        return _bridge_handler(context.bridge, log) if self.model_access else None
+
+    async def _grade_sample(self, item: GradeInput, context: GradingContext) -> Grade:
+        if item.candidate_failed:
+            return Grade(
+                score=0.0,
+                error_kind="candidate_error",
+                message="The candidate failed on this row; the grader was not run.",
+            )
+        log: list[dict[str, Any]] = []
+        sample = sample_dict(item, context)
+        payload = {
+            "mode": "grade",
+            "sample": sample,
+            "item": item_dict(item.row, context),
+            "model_access": self.model_access,
+            "max_model_calls": self.declaration.max_model_calls,
+        }
+        result = await self._program.run(payload, bridge=self._bridge(context, log))
+        details: dict[str, Any] = {}
+        if log:
+            details["model_calls"] = log
+        if result.output_tail:
+            details["output_tail"] = result.output_tail[-2000:]
+        if result.notes:
+            details["sandbox_notes"] = list(result.notes)
+        extracted: str = sample["extracted_output"]
+        if not result.ok:
+            kind, message, judge = _failure(result)
+            return Grade(
+                score=0.0,
+                error_kind=kind,
+                message=message,
+                extracted=extracted,
+                details={**details, "judge": judge},
+            )
+        scores, judge, dropped, error = interpret_result(
+            result.value, metric_id=self.declaration.metric_id
+        )
+        if dropped:
+            details["dropped_scores"] = dropped
+        if error is not None:
+            return Grade(
+                score=0.0,
+                error_kind="grader_invalid_result",
+                message=error,
+                extracted=extracted,
+                details={
+                    **details,
+                    "judge": {
+                        "invalid_result": _clip_raw(result.value),
+                        "error": {"kind": "grader_invalid_result", "message": error},
+                    },
+                },
+            )
+        if judge is not None:
+            details["judge"] = _clip_raw(judge)
+        return self._scored(scores, extracted=extracted, details=details)
+
+    def _scored(
+        self,
+        scores: dict[str, float],
+        *,
+        extracted: str | None,
+        details: dict[str, Any],
+        error_kind: str | None = None,
+        message: str | None = None,
+    ) -> Grade:
+        decl = self.declaration
+        primary = primary_score(scores, metric_id=decl.metric_id, declared=decl.metrics)
+        if primary is None:
+            return Grade(
+                score=0.0,
+                scores=scores,
+                error_kind=error_kind,
+                message=message,
+                extracted=extracted,
+                details=details,
+            )
+        if error_kind is None and not 0.0 <= primary <= 1.0:
+            return Grade(
+                score=0.0,
+                scores=scores,
+                error_kind="grader_score_out_of_range",
+                message=f"The row's score {primary!r} is outside [0, 1]; it counts as 0.",
+                extracted=extracted,
+                details=details,
+            )
+        return Grade(
+            score=primary if error_kind is None else 0.0,
+            scores=scores,
+            error_kind=error_kind,
+            message=message,
+            extracted=extracted,
+            details=details,
+        )
+
+    async def _grade_batch(
+        self, inputs: Sequence[GradeInput], context: GradingContext
+    ) -> GradingOutcome:
+        log: list[dict[str, Any]] = []
+        samples = [batch_sample_dict(item, context) for item in inputs]
+        payload = {
+            "mode": "grade_batch",
+            "samples": samples,
+            "model_access": self.model_access,
+            "max_model_calls": self.declaration.max_model_calls,
+        }
+        result = await self._program.run(payload, bridge=self._bridge(context, log))
+        shared: dict[str, Any] = {}
+        if log:
+            shared["model_calls"] = log
+        if result.output_tail:
+            shared["output_tail"] = result.output_tail[-2000:]
+        if result.notes:
+            shared["sandbox_notes"] = list(result.notes)
+        if not result.ok:
+            kind, message, judge = _failure(result)
+            return self._all_failed(inputs, samples, kind, message, {**shared, "judge": judge})
+        metrics, updates, notes, error = self._read_batch(result.value)
+        if error is not None:
+            judge = {
+                "invalid_result": _clip_raw(result.value),
+                "error": {"kind": "grader_invalid_result", "message": error},
+            }
+            return self._all_failed(
+                inputs, samples, "grader_invalid_result", error, {**shared, "judge": judge}
+            )
+        if notes:
+            shared["batch_notes"] = notes
+        grades = []
+        for item, sample in zip(inputs, samples, strict=True):
+            grades.append(self._batch_grade(item, sample, updates.get(sample["sample_id"]), shared))
+        return GradingOutcome(grades=tuple(grades), metrics=metrics)
+
+    def _all_failed(
+        self,
+        inputs: Sequence[GradeInput],
+        samples: Sequence[Mapping[str, Any]],
+        kind: str,
+        message: str,
+        details: dict[str, Any],
+    ) -> GradingOutcome:
+        grades = tuple(
+            Grade(
+                score=0.0,
+                error_kind="candidate_error" if item.candidate_failed else kind,
+                message=message,
+                extracted=sample["extracted_output"],
+                details=details,
+            )
+            for item, sample in zip(inputs, samples, strict=True)
+        )
+        return GradingOutcome(grades=grades)
+
+    def _read_batch(
+        self, value: Any
+    ) -> tuple[dict[str, float], dict[str, dict[str, Any]], list[str], str | None]:
+        """(metrics, updates by sample id, notes, error) from a ``grade_batch`` value."""
+        if not isinstance(value, dict) or set(value) == {"$unserializable", "repr"}:
+            return (
+                {},
+                {},
+                [],
+                (
+                    f"grade_batch returned {_describe(value)}; it must return a dict with "
+                    "'metrics' and/or 'samples'."
+                ),
+            )
+        notes: list[str] = []
+        metrics: dict[str, float] = {}
+        raw_metrics = value.get("metrics", {})
+        if not isinstance(raw_metrics, dict):
+            notes.append(f"'metrics' is {_describe(raw_metrics)}, not an object; ignored.")
+            raw_metrics = {}
+        declared = self.declaration.metrics
+        for key, metric in raw_metrics.items():
+            if not _finite_number(metric):
+                notes.append(f"metric {key!r} dropped: {_describe(metric)} is not a finite number.")
+            elif declared is not None and key not in declared:
+                notes.append(f"metric {key!r} dropped: it is not among the declared metrics.")
+            else:
+                metrics[str(key)] = float(metric)
+        updates: dict[str, dict[str, Any]] = {}
+        raw_updates = value.get("samples", [])
+        if not isinstance(raw_updates, list):
+            notes.append(f"'samples' is {_describe(raw_updates)}, not a list; ignored.")
+            raw_updates = []
+        any_score = False
+        for position, update in enumerate(raw_updates):
+            if not isinstance(update, dict) or not isinstance(update.get("sample_id"), str):
+                notes.append(f"samples[{position}] has no 'sample_id'; ignored.")
+                continue
+            merged = updates.setdefault(update["sample_id"], {"scores": {}, "dropped": {}})
+            raw_scores = update.get("scores", {})
+            if isinstance(raw_scores, dict):
+                for key, score in raw_scores.items():
+                    if _finite_number(score):
+                        merged["scores"][str(key)] = float(score)
+                        any_score = True
+                    else:
+                        merged["dropped"][str(key)] = _clip_raw(score)
+            if "judge" in update:
+                merged["judge"] = update["judge"]
+            if "extracted_output" in update and (
+                update["extracted_output"] is None or isinstance(update["extracted_output"], str)
+            ):
+                merged["extracted_output"] = update["extracted_output"]
+        if not metrics and not any_score:
+            return {}, {}, notes, ("grade_batch returned no finite numeric metric or sample score.")
+        return metrics, updates, notes, None
+
+    def _batch_grade(
+        self,
+        item: GradeInput,
+        sample: Mapping[str, Any],
+        update: Mapping[str, Any] | None,
+        shared: Mapping[str, Any],
+    ) -> Grade:
+        details: dict[str, Any] = dict(shared)
+        extracted: str | None = sample["extracted_output"]
+        scores: dict[str, float] = {}
+        if update is not None:
+            scores = dict(update["scores"])
+            if update["dropped"]:
+                details["dropped_scores"] = update["dropped"]
+            if update.get("judge") is not None:
+                details["judge"] = _clip_raw(update["judge"])
+            if "extracted_output" in update:
+                extracted = update["extracted_output"]
+        if item.candidate_failed:
+            return self._scored(
+                scores,
+                extracted=extracted,
+                details=details,
+                error_kind="candidate_error",
+                message="The candidate failed on this row.",
+            )
+        if not scores:
+            details["note"] = "grade_batch returned no score for this sample; see the metrics."
+        return self._scored(scores, extracted=extracted, details=details)
+
+
+def _model_access(declaration: GraderDeclaration) -> bool:
+    """``model_access``, defaulting to ``mka1`` for ``model_backed`` and ``none`` otherwise."""
+    if declaration.model_access is not None:
+        return declaration.model_access == "mka1"
+    return declaration.contract == "model_backed"
+
+
+def _default_execution(contract: str, names: set[str]) -> Literal["per_sample", "aggregate"]:
+    if contract == "sample":
+        return "per_sample"
+    if contract == "batch":
+        return "aggregate"
+    return "per_sample" if "grade" in names or "grade_batch" not in names else "aggregate"

@@ -1,0 +1,138 @@
+"""Several judges on one generation: LLM, built-in grader and Python graders, with agreement."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kyai.cli import main
+from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
+
+NATIVE = Path(__file__).parent.parent / "unit/datasets/data/native/math500_test.jsonl"
+
+EXACT_MATCH = {
+    "grader": {
+        "type": "python",
+        "contract": "sample",
+        "source": (
+            "def grade(sample, item):\n"
+            "    output = (sample.get('extracted_output') or '').strip()\n"
+            "    target = (item.get('target') or '').strip()\n"
+            "    return {'scores': {'exact_match': 1.0 if output.endswith(target) else 0.0}}\n"
+        ),
+    }
+}
+
+LLM_AS_JUDGE = {
+    "grader": {
+        "type": "python",
+        "contract": "model_backed",
+        "max_model_calls": 4,
+        "source": (
+            "import json\n"
+            "def grade(sample, item, ctx):\n"
+            "    response = ctx.responses_create(model='auto', input='Verdict? ' + "
+            "sample.get('output_text', ''), temperature=0, "
+            "text={'format': {'type': 'json_object'}})\n"
+            "    parsed = json.loads(response['output_text'])\n"
+            "    return 1.0 if parsed.get('verdict') == 'correct' else 0.0\n"
+        ),
+    }
+}
+
+
+@pytest.fixture
+def double() -> Iterator[LLMDouble]:
+    server = LLMDouble(
+        models=[ModelSpec("cand"), ModelSpec("judge")],
+        rules=[
+            Rule(match="1+1", model="cand", content="<think>easy</think>Final answer: 2"),
+            Rule(match="frac{6}{8}", model="cand", content="Final answer: 0.75"),
+            Rule(model="cand", content="Final answer: 7"),
+            Rule(match="Verdict?", model="judge", content='{"verdict": "correct"}'),
+            Rule(model="judge", content=substring_judge),
+        ],
+    )
+    with server.start_in_thread() as running:
+        yield running
+
+
+def write(tmp_path: Path, name: str, declaration: dict[str, object]) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(declaration))
+    return path
+
+
+def test_four_judges_on_one_generation(double: LLMDouble, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    status = main([
+        "run", "--endpoint", double.url, "--model", "cand", "--dataset", "math-500",
+        "--dataset-file", str(NATIVE), "--judge-endpoint", double.url, "--judge-model", "judge",
+        "--judge", "llm", "--judge", "builtin",
+        "--grader", str(write(tmp_path, "exact.json", EXACT_MATCH)),
+        "--grader", str(write(tmp_path, "llmjudge.json", LLM_AS_JUDGE)),
+        "--output", str(out), "--quiet",
+    ])  # fmt: skip
+    assert status == 0
+    summary = json.loads((out / "summary.json").read_text())
+    names = [j["name"] for j in summary["judges"]]
+    assert names == ["llm", "builtin", "exact", "llmjudge"]
+    by_name = {j["name"]: j for j in summary["judges"]}
+    rows = summary["count"]
+    # math-verify knows 0.75 == 3/4; the substring judge and exact match do not.
+    builtin = json.loads((out / "judges/builtin/summary.json").read_text())
+    assert builtin["judge_type"] == "builtin" and builtin["judge_model"] == "math-verify"
+    llm = json.loads((out / "judges/llm/summary.json").read_text())
+    assert sum(builtin["scores"]) == sum(llm["scores"]) + 1
+    assert by_name["llmjudge"]["avg_score"] == 1.0
+    keys = {j["comparison_key"] for j in summary["judges"]}
+    assert len(keys) == 4
+    assert summary["avg_score"] == by_name["llm"]["avg_score"]  # the first judge is the headline
+    assert len(summary["agreement"]) == 6
+    pair = next(p for p in summary["agreement"] if p["judges"] == ["llm", "builtin"])
+    assert pair["rows"] == rows
+    assert pair["exact_agreement"] == pytest.approx((rows - 1) / rows)
+    # The model-backed grader's calls went to the judge model, never to the candidate.
+    assert all("Verdict?" not in r.messages[-1]["content"] for r in double.requests_for("cand"))
+    assert (
+        len([r for r in double.requests_for("judge") if "Verdict?" in r.messages[-1]["content"]])
+        == rows
+    )
+
+
+def test_builtin_grader_for_custom_data_is_refused(
+    double: LLMDouble, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "d.jsonl"
+    rows.write_text(json.dumps({"instruction": "q", "ground_truth_response": "a"}) + "\n")
+    status = main([
+        "run", "--endpoint", double.url, "--model", "cand", "--dataset", str(rows),
+        "--generation-prompt", "g", "--judge", "builtin", "--output", str(tmp_path / "o"),
+    ])  # fmt: skip
+    assert status == 2
+    assert "built-in datasets" in capsys.readouterr().err
+
+
+def test_grader_declaration_errors_name_the_field(
+    double: LLMDouble, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = write(
+        tmp_path,
+        "bad.json",
+        {
+            "grader": {
+                "type": "python",
+                "timeout_seconds": 9000,
+                "source": "def grade(s, i):\n    return 1.0\n",
+            }
+        },
+    )
+    status = main([
+        "judge", "--generations", str(tmp_path), "--grader", str(bad),
+        "--output", str(tmp_path / "o"),
+    ])  # fmt: skip
+    assert status == 2
+    assert "timeout_seconds" in capsys.readouterr().err
