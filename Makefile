@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck unit demo bench crds clean
+.PHONY: setup test lint typecheck unit demo bench bench-operator crds clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,10 @@ demo: $(STAMP)
 ## make bench: the evaluation engine's throughput and memory benchmark.
 bench: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
+
+## make bench-operator: 100 EvaluationRuns over 10 Workloads in kyai devcluster.
+bench-operator: $(STAMP)
+	$(BIN)/python bench/bench_operator.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache out

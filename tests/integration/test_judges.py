@@ -136,3 +136,46 @@ def test_grader_declaration_errors_name_the_field(
     ])  # fmt: skip
     assert status == 2
     assert "timeout_seconds" in capsys.readouterr().err
+
+
+def test_preprocessor_runs_before_generation(double: LLMDouble, tmp_path: Path) -> None:
+    rows = tmp_path / "d.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps({"instruction": text, "ground_truth_response": "2"}) + "\n"
+            for text in ["  What is $1+1$?  ", "SKIP this one", "What is $3-1$?"]
+        )
+    )
+    prep = write(
+        tmp_path,
+        "prep.json",
+        {
+            "preprocess": {
+                "type": "python",
+                "contract": "batch",
+                "source": (
+                    "def transform_batch(rows):\n"
+                    "    return [dict(r, instruction=r['instruction'].strip())\n"
+                    "            for r in rows if 'SKIP' not in r['instruction']]\n"
+                ),
+            }
+        },
+    )
+    out = tmp_path / "out"
+    status = main([
+        "run", "--endpoint", double.url, "--model", "cand", "--dataset", str(rows),
+        "--generation-prompt", "g", "--judge-prompt", "j", "--preprocess", str(prep),
+        "--judge-endpoint", double.url, "--judge-model", "judge", "--output", str(out), "--quiet",
+    ])  # fmt: skip
+    assert status == 0
+    sent = [r.messages[-1]["content"] for r in double.requests_for("cand")]
+    assert sorted(sent) == ["What is $1+1$?", "What is $3-1$?"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["count"] == 2
+    plain = tmp_path / "plain"
+    assert main([
+        "generate", "--endpoint", double.url, "--model", "cand", "--dataset", str(rows),
+        "--generation-prompt", "g", "--output", str(plain), "--quiet",
+    ]) == 0  # fmt: skip
+    manifest = json.loads((plain / "run.json").read_text())
+    assert manifest["dataset"]["sha256"] != summary["dataset_sha256"]

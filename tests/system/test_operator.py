@@ -360,3 +360,65 @@ def test_several_judges_on_a_builtin_snapshot(
     }
     assert all(p["exact_agreement"] == 1.0 for p in pairs)
     assert status["avgScore"] == by_name["platform"]["avgScore"]
+    # Grader code runs in the judge pod: the pod gets a NetworkPolicy with only what it needs.
+    policy = kubectl.get("networkpolicy", "judged-thrice-judge", namespace)
+    ports = {p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]}
+    assert ports == {53, 443, 6443, int(double.url.rsplit(":", 1)[1])}
+    assert policy["metadata"]["ownerReferences"][0]["name"] == "judged-thrice"
+
+
+def test_served_workload_gets_the_engine_and_rolls_on_new_flags(
+    kubectl: Kubectl, operator: Operator, namespace: str
+) -> None:
+    eas = {
+        "apiVersion": "kyai.io/v1alpha1",
+        "kind": "EngineArgsSet",
+        "metadata": {"name": "tp2", "namespace": namespace},
+        "spec": {
+            "framework": "vllm",
+            "args": {"tensor-parallel-size": 2, "enable-prefix-caching": True},
+        },
+    }
+    kubectl.apply(
+        eas,
+        {
+            "apiVersion": "kyai.io/v1alpha1",
+            "kind": "Workload",
+            "metadata": {"name": "qwen", "namespace": namespace},
+            "spec": {
+                "framework": "vllm",
+                "model": "Qwen/Qwen3-8B",
+                "engineArgsSetRef": {"name": "tp2"},
+                "resources": {"gpus": 2},
+            },
+        },
+    )
+    deployment = kubectl.wait_for("deployment", "qwen-engine", namespace, lambda _: True)
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    argv = container.get("command", []) + container.get("args", [])
+    assert argv[:3] == ["vllm", "serve", "Qwen/Qwen3-8B"], argv
+    assert "--tensor-parallel-size" in argv and "--enable-prefix-caching" in argv
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    hash_before = deployment["spec"]["template"]["metadata"]["annotations"][
+        "kyai.io/engine-args-hash"
+    ]
+    service = kubectl.get("service", "qwen-engine", namespace)
+    assert service["spec"]["ports"][0]["port"] == 8000
+    workload = kubectl.wait_for(
+        "workload", "qwen", namespace, lambda o: (o.get("status") or {}).get("phase") == "Deploying"
+    )
+    assert workload["status"]["phase"] == "Deploying"
+    # New flags: the pod template changes, so the Deployment rolls.
+    eas["spec"]["args"]["max-model-len"] = 8192
+    kubectl.apply(eas)
+    rolled = kubectl.wait_for(
+        "deployment",
+        "qwen-engine",
+        namespace,
+        lambda d: (
+            d["spec"]["template"]["metadata"]["annotations"]["kyai.io/engine-args-hash"]
+            != hash_before
+        ),
+    )
+    args = rolled["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--max-model-len" in args

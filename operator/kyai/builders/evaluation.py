@@ -276,3 +276,33 @@ def worker_job(
         "metadata": _metadata(owner, job.name, job.component),
         "spec": spec,
     }
+
+
+#: Egress a judge pod running graders keeps: DNS, and TCP to the API server's usual ports
+#: (status reports). The model endpoints it needs are added per run.
+JUDGE_EGRESS_PORTS: tuple[int, ...] = (443, 6443)
+
+
+def judge_network_policy(owner: Mapping[str, Any], endpoint_ports: Sequence[int]) -> dict[str, Any]:
+    """A NetworkPolicy for a judge pod that runs grader code: no egress but what it needs.
+
+    The sandbox already denies sockets to grader code (seccomp); this is the cluster's second
+    wall, for the judge Job's pod as a whole: DNS, the API server, and the judge endpoint's
+    port when an LLM judge or a model-backed grader needs it.
+    """
+    run = owner["metadata"]["name"]
+    ports = sorted({*JUDGE_EGRESS_PORTS, *endpoint_ports})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(owner, judge_job_name(run), "judge"),
+        "spec": {
+            "podSelector": {"matchLabels": {LABEL_RUN: run, LABEL_COMPONENT: "judge"}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [],
+            "egress": [
+                {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                {"ports": [{"protocol": "TCP", "port": port} for port in ports]},
+            ],
+        },
+    }

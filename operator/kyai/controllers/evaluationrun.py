@@ -416,6 +416,16 @@ def _plan_to_status(plan: Plan) -> dict[str, Any]:
     }
 
 
+def _endpoint_ports(plan: Plan) -> list[int]:
+    """The TCP port of the judge endpoint, when the judge pod needs one."""
+    from urllib.parse import urlsplit
+
+    if plan.judge.llm is None:
+        return []
+    parts = urlsplit(plan.judge.llm.endpoint)
+    return [parts.port or (443 if parts.scheme == "https" else 80)]
+
+
 def _triple(value: Any) -> tuple[str, str, str] | None:
     if not value:
         return None
@@ -657,6 +667,8 @@ class RunReconciler:
         llm = plan.judge.llm
         if llm is not None and llm.copy_secret_from is not None and llm.secret is not None:
             await self._copy_judge_secret(llm)
+        if plan.judge.graders or plan.judge.builtin:
+            await kube.create(build.judge_network_policy(self.run, _endpoint_ports(plan)))
         if plan.judge.graders:
             await kube.create(
                 {

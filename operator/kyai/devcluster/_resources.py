@@ -191,6 +191,14 @@ def _builtin_types() -> list[ResourceType]:
         ResourceType(
             "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
         ),
+        ResourceType(
+            "networking.k8s.io",
+            "v1",
+            "networkpolicies",
+            "NetworkPolicy",
+            True,
+            short_names=("netpol",),
+        ),
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
         ResourceType(
             "apiextensions.k8s.io",

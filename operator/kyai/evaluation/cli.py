@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kyai.datasets import Dataset
     from kyai.evaluation import RetryPolicy
     from kyai.evaluation._grading import NamedJudge
     from kyai.evaluation._report import StatusReporter
@@ -118,6 +119,13 @@ def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
         "--hf-revision",
         metavar="REV",
         help="HuggingFace revision (commit) to download a built-in dataset from",
+    )
+    data.add_argument(
+        "--preprocess",
+        type=Path,
+        metavar="FILE",
+        help='a Python preprocessor declaration (JSON: {"preprocess": {"type": "python", ...}}) '
+        "run over the rows before the prompts are sent; changes the dataset's sha256",
     )
     data.add_argument(
         "--generation-prompt",
@@ -342,6 +350,8 @@ async def _phases(
                 judge_prompt=judge_prompt,
                 hf_revision=args.hf_revision,
             )
+        if args.preprocess is not None:
+            dataset = await _preprocess(dataset, args.preprocess)
         if "judge" in phases and dataset.prompts.judge is None and _judge_kinds(args)[0]:
             raise UsageError("--judge-prompt is required for a custom dataset")
         candidate = CandidateConfig(
@@ -386,6 +396,31 @@ async def _phases(
             f"comparison_key={summary['comparison_key']} -> {output / 'summary.json'}"
         )
     return EXIT_OK
+
+
+async def _preprocess(dataset: Dataset, path: Path) -> Dataset:
+    """The dataset with its rows run through a Python preprocessor (in the sandbox)."""
+    import dataclasses
+
+    from kyai.datasets import dataset_sha256
+    from kyai.graders import GraderDeclarationError, PreprocessError, PythonPreprocessor
+
+    try:
+        declaration = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(declaration, dict) and "preprocess" not in declaration:
+            declaration = (declaration.get("grader") or {}).get("preprocess", declaration)
+        preprocessor = PythonPreprocessor.from_declaration(declaration, base_dir=path.parent)
+        rows = await preprocessor.apply(dataset.rows)
+    except (OSError, ValueError, GraderDeclarationError, PreprocessError) as exc:
+        raise UsageError(f"--preprocess {path}: {exc}") from exc
+    if not rows:
+        raise UsageError(f"--preprocess {path}: the preprocessor kept no row")
+    return dataclasses.replace(
+        dataset,
+        rows=rows,
+        sha256=dataset_sha256(rows),
+        source=f"{dataset.source} | preprocess {preprocessor.identity['source_sha256'][:12]}",
+    )
 
 
 def _judge_kinds(args: argparse.Namespace) -> tuple[bool, bool]:
