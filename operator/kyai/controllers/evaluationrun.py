@@ -725,31 +725,31 @@ class RunReconciler:
             active_deadline_seconds=spec.jobs.active_deadline_seconds,
         )
 
-    async def _generating(self, plan: Plan) -> None:
-        spec = EvaluationRunSpec.model_validate(self.status["acceptedSpec"])
-        name = build.generation_job_name(self.name)
-        job = await self.svc.kube.get("Job", self.namespace, name)
-        if job is None:
-            job, _ = await self.svc.kube.create(
-                self._job(
-                    build.WorkerJob(
-                        name=name,
-                        component="generate",
-                        args=plan.generation_args,
-                        secrets=[plan.candidate_secret] if plan.candidate_secret else [],
-                        snapshot_config_map=plan.snapshot_config_map,
-                    ),
-                    spec,
-                    plan,
-                )
-            )
-        state, message = _job_state(job)
+    async def _job_outcome(
+        self, job: build.WorkerJob, spec: EvaluationRunSpec, plan: Plan, reason: str, what: str
+    ) -> bool:
+        """Create the Job unless it exists; True once it succeeded (the run fails with it)."""
+        current = await self.svc.kube.get("Job", self.namespace, job.name)
+        if current is None:
+            current, _ = await self.svc.kube.create(self._job(job, spec, plan))
+        state, message = _job_state(current)
         if state == "failed":
             await self.fail(
-                c.GENERATION_FAILED,
-                f"the generation Job {name} failed: {message}; see `kubectl logs job/{name}`",
+                reason,
+                f"the {what} Job {job.name} failed: {message}; see `kubectl logs job/{job.name}`",
             )
-        elif state == "succeeded":
+        return state == "succeeded"
+
+    async def _generating(self, plan: Plan) -> None:
+        spec = EvaluationRunSpec.model_validate(self.status["acceptedSpec"])
+        job = build.WorkerJob(
+            name=build.generation_job_name(self.name),
+            component="generate",
+            args=plan.generation_args,
+            secrets=[plan.candidate_secret] if plan.candidate_secret else [],
+            snapshot_config_map=plan.snapshot_config_map,
+        )
+        if await self._job_outcome(job, spec, plan, c.GENERATION_FAILED, "generation"):
             text = f"judging the answers with {plan.judge.model}"
             await self.patch_status(
                 {
@@ -763,43 +763,23 @@ class RunReconciler:
             post_event(self.run, type_="Normal", reason=c.JUDGING, message=text)
 
     async def _judging(self, plan: Plan, spec: EvaluationRunSpec) -> None:
-        name = build.judge_job_name(self.name)
-        job = await self.svc.kube.get("Job", self.namespace, name)
-        if job is None:
-            job, _ = await self.svc.kube.create(
-                self._job(
-                    build.WorkerJob(
-                        name=name,
-                        component="judge",
-                        args=judge_args(self.run, plan, spec),
-                        secrets=[plan.judge.llm.secret]
-                        if plan.judge.llm is not None and plan.judge.llm.secret
-                        else [],
-                        extra_volumes=[
-                            {
-                                "name": "graders",
-                                "configMap": {"name": graders_config_map_name(self.name)},
-                            }
-                        ]
-                        if plan.judge.graders
-                        else (),
-                        extra_mounts=[
-                            {"name": "graders", "mountPath": GRADERS_MOUNT, "readOnly": True}
-                        ]
-                        if plan.judge.graders
-                        else (),
-                    ),
-                    spec,
-                    plan,
-                )
-            )
-        state, message = _job_state(job)
-        if state == "failed":
-            await self.fail(
-                c.JUDGING_FAILED,
-                f"the judge Job {name} failed: {message}; see `kubectl logs job/{name}`",
-            )
-        elif state == "succeeded":
+        graders = bool(plan.judge.graders)
+        llm = plan.judge.llm
+        job = build.WorkerJob(
+            name=build.judge_job_name(self.name),
+            component="judge",
+            args=judge_args(self.run, plan, spec),
+            secrets=[llm.secret] if llm is not None and llm.secret else [],
+            extra_volumes=[
+                {"name": "graders", "configMap": {"name": graders_config_map_name(self.name)}}
+            ]
+            if graders
+            else (),
+            extra_mounts=[{"name": "graders", "mountPath": GRADERS_MOUNT, "readOnly": True}]
+            if graders
+            else (),
+        )
+        if await self._job_outcome(job, spec, plan, c.JUDGING_FAILED, "judge"):
             await self._complete(spec, plan)
 
     async def _complete(self, spec: EvaluationRunSpec, plan: Plan) -> None:

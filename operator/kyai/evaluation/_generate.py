@@ -8,7 +8,6 @@ for the rows not stored yet.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from kyai.datasets import Dataset, Row, dataset_to_dict, write_rows_jsonl
 from kyai.evaluation import _store as store
 from kyai.evaluation._budget import ContextWindow, output_budget, resolve_window
 from kyai.evaluation._client import ChatClient, ChatError, RetryPolicy
+from kyai.evaluation._pool import run_pool
 from kyai.evaluation._progress import Progress, ProgressListener
 
 #: Prefix of candidate-side error kinds in records and summaries.
@@ -145,25 +145,17 @@ async def generate(
             done=len(dataset.rows) - len(pending),
             listener=listener,
         )
-        queue: asyncio.Queue[Row] = asyncio.Queue()
-        for row in pending:
-            queue.put_nowait(row)
         errors = 0
 
-        async def worker() -> None:
+        async def answer(row: Row) -> None:
             nonlocal errors
-            while True:
-                try:
-                    row = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                record = await _answer(client, dataset, row, config.model, window)
-                log.append(record)
-                errors += record["error"] is not None
-                progress.advance(error=record["error"] is not None)
+            record = await _answer(client, dataset, row, config.model, window)
+            log.append(record)
+            errors += record["error"] is not None
+            progress.advance(error=record["error"] is not None)
 
         try:
-            await asyncio.gather(*(worker() for _ in range(max(1, config.concurrency))))
+            await run_pool(pending, config.concurrency, answer)
         finally:
             log.close()
             progress.close()

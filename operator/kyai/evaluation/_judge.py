@@ -7,7 +7,6 @@ generation directory (its ``run.json``, ``dataset.jsonl`` and ``generations.json
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from kyai.evaluation import _store as store
 from kyai.evaluation._budget import output_budget, resolve_window
 from kyai.evaluation._client import ChatClient, ChatError, RetryPolicy
 from kyai.evaluation._generate import now_iso
+from kyai.evaluation._pool import run_pool
 from kyai.evaluation._progress import Progress, ProgressListener
 from kyai.evaluation._reasoning import strip_reasoning
 from kyai.evaluation._scoring import SCORING_METHOD, comparison_key, score_rows, sha256_text
@@ -180,25 +180,17 @@ async def judge(
         needs_judge = any(not source.generations[row.index].get("error") for row in pending)
         cards = await client.list_models() if needs_judge else []
         window = resolve_window(cards, config.model)
-        queue: asyncio.Queue[Row] = asyncio.Queue()
-        for row in pending:
-            queue.put_nowait(row)
 
-        async def worker() -> None:
-            while True:
-                try:
-                    row = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                record = await _judge_row(
-                    client, config.model, prompt, row, source.generations[row.index], window.tokens
-                )
-                log.append(record)
-                judged[row.index] = record
-                progress.advance(error=record["error"] is not None)
+        async def judge_one(row: Row) -> None:
+            record = await _judge_row(
+                client, config.model, prompt, row, source.generations[row.index], window.tokens
+            )
+            log.append(record)
+            judged[row.index] = record
+            progress.advance(error=record["error"] is not None)
 
         try:
-            await asyncio.gather(*(worker() for _ in range(max(1, config.concurrency))))
+            await run_pool(pending, config.concurrency, judge_one)
         finally:
             log.close()
             progress.close()
