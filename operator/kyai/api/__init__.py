@@ -82,6 +82,13 @@ def custom_resource_definitions() -> list[dict[str, Any]]:
             WorkloadStatus,
             description="One candidate model: served by the operator with an engine, or "
             "reached at an existing endpoint.",
+            spec_validations=[
+                {
+                    "rule": "has(self.framework) || has(self.endpoint)",
+                    "message": "spec.framework is required (vllm, sglang or trtllm) unless "
+                    "spec.endpoint is set",
+                }
+            ],
             columns=[
                 PrinterColumn("Framework", "string", ".spec.framework", "The serving framework."),
                 PrinterColumn("Model", "string", ".spec.model", "The model served."),

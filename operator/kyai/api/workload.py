@@ -60,8 +60,9 @@ class Probes(KyaiModel):
 class WorkloadSpec(KyaiModel):
     """One candidate: a model on a serving engine, or an endpoint serving it."""
 
-    framework: Framework
-    """The serving framework: vllm, sglang or trtllm."""
+    framework: Framework | None = None
+    """The serving framework: vllm, sglang or trtllm (required unless spec.endpoint is set;
+    for an endpoint it only labels results)."""
     model: str = Field(min_length=1)
     """The model to serve: a HuggingFace id (org/name) or a path inside the container."""
     served_model_name: str | None = None
@@ -96,12 +97,23 @@ class WorkloadSpec(KyaiModel):
 
     @model_validator(mode="after")
     def _endpoint_or_engine(self) -> WorkloadSpec:
+        if self.endpoint is None and self.framework is None:
+            raise ValueError(
+                "spec.framework is required (vllm, sglang or trtllm) unless spec.endpoint is set"
+            )
         if self.endpoint is not None and self.engine_args_set_ref is not None:
             raise ValueError(
                 "spec.endpoint and spec.engineArgsSetRef exclude each other: a Workload with an "
                 "endpoint launches no engine"
             )
         return self
+
+    @property
+    def engine(self) -> Framework:
+        """The serving framework of a Workload the operator serves (not an endpoint)."""
+        if self.framework is None:
+            raise ValueError("a Workload served by the operator needs spec.framework")
+        return self.framework
 
     @property
     def served_name(self) -> str:

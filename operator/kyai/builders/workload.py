@@ -84,7 +84,7 @@ def workload_selector(workload_name: str) -> dict[str, str]:
 def workload_labels(workload_name: str, spec: WorkloadSpec) -> dict[str, str]:
     """All labels of a Workload's engine objects (the selector's plus name, part-of, ...)."""
     return standard_labels(
-        name=spec.framework,
+        name=spec.engine,
         instance=workload_name,
         component=COMPONENT,
         extra={LABEL_WORKLOAD: workload_name},
@@ -102,7 +102,7 @@ def startup_failure_threshold(spec: WorkloadSpec) -> int:
 
 
 def _probes(spec: WorkloadSpec) -> dict[str, dict[str, Any]]:
-    http_get = {"path": engine_for(spec.framework).health_path, "port": PORT_NAME}
+    http_get = {"path": engine_for(spec.engine).health_path, "port": PORT_NAME}
     return {
         "startupProbe": {
             "httpGet": dict(http_get),
@@ -173,7 +173,7 @@ def _engine_container(
     volumes_mounts = _volumes(spec)[1]
     container: dict[str, Any] = {
         "name": ENGINE_CONTAINER,
-        "image": spec.image or settings.engine_image(spec.framework),
+        "image": spec.image or settings.engine_image(spec.engine),
         "imagePullPolicy": spec.image_pull_policy,
         "command": command.command,
         "args": command.args,

@@ -83,6 +83,8 @@ class KubeClient:
             headers=dict(headers or {}),
             verify=verify,
             timeout=httpx.Timeout(30.0),
+            # Many reconciles at once: keep their connections instead of reopening them.
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
             transport=transport,
         )
 

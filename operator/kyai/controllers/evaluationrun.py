@@ -583,7 +583,6 @@ class RunReconciler:
             if self.status.get("phase") not in ("Generating", "Judging"):
                 return
         plan = _plan_from_status(self.status["plan"])
-        await self._ensure_common(plan)
         if self.status.get("phase") == "Generating":
             await self._generating(plan)
         if self.status.get("phase") == "Judging":
@@ -731,6 +730,8 @@ class RunReconciler:
         """Create the Job unless it exists; True once it succeeded (the run fails with it)."""
         current = await self.svc.kube.get("Job", self.namespace, job.name)
         if current is None:
+            # What the Job needs is made right before it, once per Job (not every reconcile).
+            await self._ensure_common(plan)
             current, _ = await self.svc.kube.create(self._job(job, spec, plan))
         state, message = _job_state(current)
         if state == "failed":

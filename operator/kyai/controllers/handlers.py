@@ -23,7 +23,7 @@ from kyai.settings import OperatorSettings
 log = logging.getLogger(__name__)
 
 #: How often runs that are not finished are looked at, whatever happens.
-RUN_RESYNC_SECONDS = 5.0
+RUN_RESYNC_SECONDS = 10.0
 
 
 def _ns(namespace: str | None) -> str:
@@ -34,6 +34,14 @@ def _ns(namespace: str | None) -> str:
 
 def _not_terminal(status: kopf.Status, **_: Any) -> bool:
     return status.get("phase") not in TERMINAL
+
+
+def _job_finished(status: kopf.Status, **_: Any) -> bool:
+    """Only a finished Job moves a run on (its other events are progress of no interest)."""
+    return any(
+        condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True"
+        for condition in status.get("conditions") or []
+    )
 
 
 def _workload_not_ready(status: kopf.Status, **_: Any) -> bool:
@@ -144,7 +152,14 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     ) -> None:
         await reconcile_run(services(memo), _ns(namespace), name)
 
-    @kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT}, registry=registry)
+    @kopf.on.event(
+        "batch",
+        "v1",
+        "jobs",
+        labels={LABEL_RUN: kopf.PRESENT},
+        when=_job_finished,
+        registry=registry,
+    )
     async def worker_job(
         labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any
     ) -> None:

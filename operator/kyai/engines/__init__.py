@@ -43,14 +43,14 @@ def engine_command(
     workload: WorkloadSpec, engine_args: EngineArgsSetSpec | None = None
 ) -> EngineCommand:
     """The container command line serving ``workload`` (see :meth:`Engine.command`)."""
-    return engine_for(workload.framework).command(workload, engine_args)
+    return engine_for(workload.engine).command(workload, engine_args)
 
 
 def served_model_name(workload: WorkloadSpec) -> str:
     """The model name the Workload's engine will report on ``/v1/models``."""
     if workload.endpoint is not None:
         return workload.served_name
-    return engine_for(workload.framework).served_model_name(workload)
+    return engine_for(workload.engine).served_model_name(workload)
 
 
 __all__ = [

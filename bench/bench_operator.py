@@ -1,0 +1,1027 @@
+"""Benchmark of the operator under load (``make bench-operator``).
+
+N EvaluationRuns (default 100) over M endpoint Workloads (default 10) and one five-row
+custom Snapshot, in ``kyai devcluster``, with ``kyai operator`` as a subprocess. The LLM
+double (another subprocess) answers at once, so what is measured is the operator, the API
+server and the simulated kubelet starting 2 x N worker processes, not a model.
+
+Everything is observed from this process through two watches (jobs and evaluationruns in
+the bench namespace), each event stamped when it is received:
+
+* run created (the create call returned) -> its generation Job exists (ADDED);
+* generation Job Complete -> the run's phase is Judging;
+* judge Job Complete -> the run's phase is Succeeded;
+* the total wall time for all runs and how many succeeded (the failures' messages);
+* the operator's peak RSS (``VmHWM``) and CPU seconds (``utime + stime``), that process only.
+
+Also checked, as evidence when the operator misbehaves: Jobs per run (exactly one
+generation and one judge Job), Job re-creations, pods per Job (retries), phase orders,
+the runs' scores, and ERROR/WARNING lines of the operator's log.
+
+Context printed with them: the operator's run-queue wait (schedstat), runnable processes on
+the host, the API server's latency for one GET a second, the devcluster's and the workers'
+CPU, and how often each kopf handler ran (from the operator's log).
+
+``--quick`` is 10 runs over 2 Workloads. The bench stops by itself after ``--timeout``
+seconds (default 600, set-up included) and says so. Figures go to ``bench/out/`` as JSON
+(with every run's timeline), next to the logs of the operator, the devcluster and the double.
+
+Diagnosis: ``--access-log`` has the devcluster log every request and counts the operator's
+by method, resource and status; ``--control-plane-nice -10`` gives the operator and the
+devcluster CPU before the 2 x N worker processes (on one machine they share two cores;
+in a real cluster they would not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+NAMESPACE = "bench"
+WORKER_IMAGE = "ghcr.io/kyai-io/kyai-operator:bench"
+GROUP_PATH = "/apis/kyai.io/v1alpha1"
+LABEL_RUN = "kyai.io/evaluation-run"
+SNAPSHOT = "capitals"
+JUDGE_MODEL = "judge"
+PHASE_ORDER = ("Pending", "Generating", "Judging", "Succeeded")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+GENERATION_PROMPT = "Answer with the bare answer."
+JUDGE_PROMPT = 'Score 1 if the response has the ground truth, else 0. Return JSON {"score": 0..1}.'
+# (country, ground truth, what every candidate answers): four right, one wrong.
+CAPITALS = (
+    ("France", "Paris", "Paris"),
+    ("Italy", "Rome", "Rome"),
+    ("Spain", "Madrid", "Barcelona"),
+    ("Japan", "Tokyo", "Tokyo"),
+    ("Peru", "Lima", "Lima"),
+)
+EXPECTED_SCORE = sum(truth in answer for _, truth, answer in CAPITALS) / len(CAPITALS)
+
+
+class BenchError(RuntimeError):
+    """The bench could not set up or measure what it should."""
+
+
+class BenchTimeout(BenchError):
+    """The bench ran out of its time budget."""
+
+
+# -- child processes -----------------------------------------------------------------------
+
+
+@dataclass
+class Child:
+    """A subprocess with its output in a log file."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def tail(self, lines: int = 20) -> str:
+        if not self.log.exists():
+            return ""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def check_alive(self) -> None:
+        if self.process.poll() is not None:
+            raise BenchError(
+                f"The {self.name} exited with status {self.process.returncode}:\n{self.tail()}"
+            )
+
+    def stop(self, *, timeout: float = 20.0) -> None:
+        """SIGTERM, then SIGKILL of its process group (it runs in its own session)."""
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def spawn(name: str, command: Sequence[str], log: Path, env: dict[str, str]) -> Child:
+    with log.open("wb") as handle:
+        process = subprocess.Popen(
+            list(command),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+            start_new_session=True,
+        )
+    return Child(name, process, log)
+
+
+@dataclass
+class Usage:
+    """CPU seconds and memory of one process, from /proc."""
+
+    cpu_s: float
+    children_cpu_s: float
+    peak_rss_mib: float
+    rss_mib: float
+    runqueue_wait_s: float | None
+
+
+def runqueue_wait(pid: int) -> float | None:
+    """Seconds the process's threads were runnable but waited for a CPU (schedstat)."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return total / 1e9
+
+
+def usage(pid: int) -> Usage:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # Fields after "(comm)": state is [0], utime [11], stime [12], cutime [13], cstime [14].
+    fields_ = stat[stat.rindex(")") + 2 :].split()
+    utime, stime, cutime, cstime = (int(value) for value in fields_[11:15])
+    memory: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "VmRSS"):
+            memory[key] = int(value.split()[0]) / 1024  # kB -> MiB
+    return Usage(
+        cpu_s=(utime + stime) / CLOCK_TICKS,
+        children_cpu_s=(cutime + cstime) / CLOCK_TICKS,
+        peak_rss_mib=memory.get("VmHWM", 0.0),
+        rss_mib=memory.get("VmRSS", 0.0),
+        runqueue_wait_s=runqueue_wait(pid),
+    )
+
+
+def runnable_processes() -> int:
+    """Processes running or ready to run on the host right now (/proc/loadavg)."""
+    return int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+
+
+def prioritise(child: Child, nice: int) -> None:
+    """Set the niceness of ``child``'s autogroup (its session; 0: leave it).
+
+    With autogroup scheduling each session is a group that competes with the others as one,
+    and a process's own niceness counts only inside its group. Every worker pod process has
+    a session of its own, so the operator and the devcluster get ``nice`` as groups.
+    """
+    if not nice:
+        return
+    try:
+        Path(f"/proc/{child.process.pid}/autogroup").write_text(str(nice))
+    except OSError as exc:
+        raise BenchError(
+            f"Cannot set the niceness of the {child.name}'s autogroup: {exc}."
+        ) from exc
+
+
+def wait_until(
+    what: str, check: Callable[[], bool], deadline: float, *, children: Sequence[Child] = ()
+) -> None:
+    while not check():
+        for child in children:
+            child.check_alive()
+        if time.monotonic() > deadline:
+            raise BenchTimeout(f"Timed out waiting for {what}.")
+        time.sleep(0.1)
+
+
+# -- objects -------------------------------------------------------------------------------
+
+
+def snapshot_body() -> dict[str, Any]:
+    rows = [
+        {
+            "instruction": f"Capital of {country}?",
+            "groundTruthResponse": truth,
+            "externalRowId": country.lower(),
+        }
+        for country, truth, _ in CAPITALS
+    ]
+    return {
+        "apiVersion": "kyai.io/v1alpha1",
+        "kind": "Snapshot",
+        "metadata": {"name": SNAPSHOT, "namespace": NAMESPACE},
+        "spec": {
+            "source": {"rows": rows},
+            "prompts": {"generation": GENERATION_PROMPT, "judge": JUDGE_PROMPT},
+        },
+    }
+
+
+def workload_body(index: int, double_url: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kyai.io/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": f"wl-{index}", "namespace": NAMESPACE},
+        "spec": {
+            "framework": "vllm",
+            "model": f"cand-{index}",
+            "endpoint": {"url": f"{double_url}/v1"},
+        },
+    }
+
+
+def run_body(index: int, workloads: int, double_url: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kyai.io/v1alpha1",
+        "kind": "EvaluationRun",
+        "metadata": {"name": run_name(index), "namespace": NAMESPACE},
+        "spec": {
+            "workloadRef": {"name": f"wl-{index % workloads}"},
+            "snapshotRef": {"name": SNAPSHOT},
+            "judge": {"type": "llm", "llm": {"endpoint": f"{double_url}/v1", "model": JUDGE_MODEL}},
+            "generation": {"concurrency": 4},
+        },
+    }
+
+
+def run_name(index: int) -> str:
+    return f"run-{index:03d}"
+
+
+def double_rules(workloads: int) -> list[dict[str, Any]]:
+    return [
+        {"match": country, "model": f"cand-{index}", "content": answer}
+        for index in range(workloads)
+        for country, _, answer in CAPITALS
+    ]
+
+
+# -- what the watches saw ------------------------------------------------------------------
+
+
+@dataclass
+class RunTimes:
+    """Client-side monotonic times of one run's milestones (None: not seen)."""
+
+    created: float | None = None
+    generation_job: float | None = None
+    generation_complete: float | None = None
+    judging: float | None = None
+    judge_job: float | None = None
+    judge_complete: float | None = None
+    succeeded: float | None = None
+    failed: float | None = None
+    phases: list[str] = field(default_factory=list)
+    status_writes: int = 0
+    message: str = ""
+    avg_score: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.succeeded is not None or self.failed is not None
+
+
+@dataclass
+class Observed:
+    """Everything the watches recorded."""
+
+    runs: dict[str, RunTimes]
+    job_added: Counter[str] = field(default_factory=Counter)
+    job_deleted: Counter[str] = field(default_factory=Counter)
+    job_failed: dict[str, str] = field(default_factory=dict)
+    job_events: int = 0
+    run_events: int = 0
+
+    def run(self, name: str) -> RunTimes:
+        return self.runs.setdefault(name, RunTimes())
+
+    def on_job(self, kind: str, job: dict[str, Any], now: float) -> None:
+        self.job_events += 1
+        meta = job["metadata"]
+        name: str = meta["name"]
+        owner = (meta.get("labels") or {}).get(LABEL_RUN)
+        if owner is None:
+            return
+        times = self.run(owner)
+        generation = name.endswith("-generate")
+        if kind == "ADDED":
+            self.job_added[name] += 1
+            if generation and times.generation_job is None:
+                times.generation_job = now
+            if not generation and times.judge_job is None:
+                times.judge_job = now
+        elif kind == "DELETED":
+            self.job_deleted[name] += 1
+        for condition in (job.get("status") or {}).get("conditions") or []:
+            if condition.get("status") != "True":
+                continue
+            if condition.get("type") == "Complete":
+                if generation and times.generation_complete is None:
+                    times.generation_complete = now
+                if not generation and times.judge_complete is None:
+                    times.judge_complete = now
+            elif condition.get("type") == "Failed" and name not in self.job_failed:
+                self.job_failed[name] = str(condition.get("message") or condition.get("reason"))
+
+    def on_run(self, kind: str, run: dict[str, Any], now: float) -> None:
+        self.run_events += 1
+        times = self.run(run["metadata"]["name"])
+        if kind == "MODIFIED":
+            times.status_writes += 1
+        status = run.get("status") or {}
+        phase = status.get("phase")
+        if phase and (not times.phases or times.phases[-1] != phase):
+            times.phases.append(phase)
+        times.message = str(status.get("message") or "")
+        if isinstance(status.get("avgScore"), int | float):
+            times.avg_score = float(status["avgScore"])
+        if phase == "Judging" and times.judging is None:
+            times.judging = now
+        elif phase == "Succeeded" and times.succeeded is None:
+            times.succeeded = now
+        elif phase == "Failed" and times.failed is None:
+            times.failed = now
+
+
+async def watch(
+    http: httpx.AsyncClient,
+    path: str,
+    resource_version: str,
+    on_event: Callable[[str, dict[str, Any], float], None],
+) -> None:
+    """Follow a collection from ``resource_version``; reconnect where it left off."""
+    params = {"watch": "true", "allowWatchBookmarks": "true"}
+    while True:
+        params["resourceVersion"] = resource_version
+        async with http.stream(
+            "GET", path, params=params, timeout=httpx.Timeout(None, connect=10.0)
+        ) as response:
+            response.raise_for_status()
+            async for line in response.aiter_lines():
+                received = time.monotonic()
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind, obj = event["type"], event["object"]
+                if kind == "ERROR":
+                    raise BenchError(f"The watch of {path} failed: {obj.get('message')}")
+                resource_version = obj["metadata"]["resourceVersion"]
+                if kind != "BOOKMARK":
+                    on_event(kind, obj, received)
+
+
+# -- figures -------------------------------------------------------------------------------
+
+
+@dataclass
+class Latency:
+    """Distribution of one latency, in seconds."""
+
+    label: str
+    n: int
+    p50: float | None
+    p95: float | None
+    max: float | None
+
+
+def latency(label: str, pairs: Iterator[tuple[float | None, float | None]]) -> Latency:
+    values = sorted(end - start for start, end in pairs if start is not None and end is not None)
+    if not values:
+        return Latency(label, 0, None, None, None)
+    if len(values) == 1:
+        return Latency(label, 1, values[0], values[0], values[0])
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return Latency(label, len(values), cuts[49], cuts[94], values[-1])
+
+
+@dataclass
+class Result:
+    """What the bench prints and writes."""
+
+    runs: int
+    workloads: int
+    rows: int
+    cpus: int
+    latencies: list[Latency]
+    wall_s: float | None
+    succeeded: int
+    failed: dict[str, str]
+    unfinished: dict[str, str]
+    operator: dict[str, float]
+    context: dict[str, Any]
+    anomalies: list[str]
+    timed_out: str | None = None
+    timelines: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def render(result: Result) -> str:
+    lines = [
+        f"KYAI operator benchmark: {result.runs} EvaluationRuns over {result.workloads} "
+        f"Workloads, a {result.rows}-row Snapshot, {result.cpus} CPUs",
+        "",
+        f"{'latency (s)':<48}{'n':>5}{'p50':>9}{'p95':>9}{'max':>9}",
+    ]
+    for item in result.latencies:
+        lines.append(
+            f"{item.label:<48}{item.n:>5}{seconds(item.p50):>9}{seconds(item.p95):>9}"
+            f"{seconds(item.max):>9}"
+        )
+    op = result.operator
+    ctx = result.context
+    wall = "-" if result.wall_s is None else f"{result.wall_s:.1f} s"
+    lines += [
+        "",
+        f"total wall time (first create -> last run finished): {wall}",
+        f"succeeded: {result.succeeded}/{result.runs}",
+        f"operator: peak RSS (VmHWM) {op.get('peak_rss_mib', 0):.1f} MiB, "
+        f"CPU {op.get('cpu_s', 0):.2f} s in all "
+        f"({op.get('cpu_during_runs_s', 0):.2f} s while the runs ran; its threads waited "
+        f"{op.get('runqueue_wait_during_runs_s', 0):.1f} s for a CPU meanwhile)",
+        f"host: {ctx.get('runnable_processes_mean', 0):.1f} runnable processes on average "
+        f"(max {ctx.get('runnable_processes_max', 0)}) while the runs ran",
+        f"context: devcluster CPU {ctx.get('devcluster_cpu_s', 0):.1f} s, worker processes "
+        f"CPU {ctx.get('workers_cpu_s', 0):.1f} s, {ctx.get('worker_pods', 0)} worker pods, "
+        f"{ctx.get('jobs', 0)} Jobs, {ctx.get('run_events', 0)} run watch events "
+        f"(status writes per run: median {ctx.get('status_writes_p50', 0)}, "
+        f"max {ctx.get('status_writes_max', 0)})",
+        f"operator log: {ctx.get('log_errors', 0)} ERROR, {ctx.get('log_warnings', 0)} "
+        f"WARNING, {ctx.get('log_tracebacks', 0)} tracebacks",
+    ]
+    access = ctx.get("access")
+    if access:
+        lines.append(
+            f"API requests (devcluster access log): {access['requests_per_client']}; "
+            f"the operator's per run: {access['operator_requests_per_run']}"
+        )
+        top = list(access["operator_requests"].items())[:12]
+        lines.append("  operator's most frequent: " + ", ".join(f"{k} x{n}" for k, n in top))
+    calls = ctx.get("handler_calls") or {}
+    if calls:
+        shown = ", ".join(f"{name} {count}" for name, count in calls.items())
+        lines.append(f"operator handler calls: {shown}")
+    for name, message in sorted(result.failed.items()):
+        lines.append(f"FAILED {name}: {message}")
+    for name, message in sorted(result.unfinished.items()):
+        lines.append(f"NOT FINISHED {name}: {message}")
+    for anomaly in result.anomalies:
+        lines.append(f"ANOMALY: {anomaly}")
+    if result.timed_out:
+        lines.append(f"TIMED OUT: {result.timed_out}")
+    return "\n".join(lines)
+
+
+def summarize_log(text: str) -> tuple[dict[str, int], list[str]]:
+    errors = [line for line in text.splitlines() if " ERROR " in line]
+    warnings = [line for line in text.splitlines() if " WARNING " in line]
+    counts = {
+        "log_errors": len(errors),
+        "log_warnings": len(warnings),
+        "log_tracebacks": text.count("Traceback (most recent call last)"),
+    }
+    # The distinct messages, with run names and numbers masked, most frequent first.
+    masked = Counter(
+        re.sub(r"run-\d+|\d+(\.\d+)?", "#", line.split(": ", 1)[-1])[:200]
+        for line in errors + warnings
+    )
+    return counts, [f"{count} x {message}" for message, count in masked.most_common(8)]
+
+
+def handler_calls(text: str) -> dict[str, int]:
+    """How often each kopf handler and timer ran (kopf logs every call at INFO)."""
+    found = re.findall(r"(?:Handler|Timer) '(?:\S+\.)?(\w+)' (succeeded|failed)", text)
+    return dict(Counter(f"{name} {outcome}" for name, outcome in found).most_common())
+
+
+ACCESS_LINE = re.compile(r'"([A-Z]+) (\S+) HTTP/[\d.]+" (\d+) \S+ "[^"]*" "([^"]*)"')
+CLIENTS = (
+    ("kyai-bench", "bench"),
+    ("python-httpx", "operator (its REST client)"),
+    ("kopf", "operator (kopf)"),
+    ("OpenAPI-Generator", "workers"),
+    ("kubectl", "kubectl"),
+)
+
+
+def summarize_access(text: str, runs: int) -> dict[str, Any]:
+    """Requests per client and, for the operator's, per method, resource and status."""
+    per_client: Counter[str] = Counter()
+    operator: Counter[str] = Counter()
+    for method, path, status, agent in ACCESS_LINE.findall(text):
+        client = next((name for key, name in CLIENTS if key in agent), agent)
+        per_client[client] += 1
+        if client.startswith("operator"):
+            resource = re.sub(r"\?.*", "", path)
+            resource = re.sub(r"^/apis?/(?:[^/]+/)?v1\w*/(?:namespaces/[^/]+/)?", "", resource)
+            resource = re.sub(r"/[^/]+", "/NAME", resource, count=1)
+            operator[f"{method} {resource} {status}"] += 1
+    total = sum(n for client, n in per_client.items() if client.startswith("operator"))
+    return {
+        "requests_per_client": dict(per_client.most_common()),
+        "operator_requests_per_run": round(total / runs, 1),
+        "operator_requests": dict(operator.most_common()),
+    }
+
+
+# -- the bench -----------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, workdir: Path, stamp: str) -> None:
+        self.args = args
+        self.workdir = workdir
+        self.stamp = stamp
+        self.deadline: float = time.monotonic() + args.timeout
+        self.children: list[Child] = []
+        self.observed = Observed(runs={run_name(i): RunTimes() for i in range(args.runs)})
+        self.operator: Child | None = None
+        self.devcluster: Child | None = None
+        self.baseline: Usage | None = None
+        self.runnable: list[int] = []
+        self.api_create_s: list[float] = []  # the runs' create calls
+        self.api_get_s: list[float] = []  # a GET of one run, once a second
+        self.first_create: float | None = None
+        self.final_usage: Usage | None = None
+        self.final_jobs: list[dict[str, Any]] = []
+        self.final_pods: list[dict[str, Any]] = []
+        self.double_url = ""
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    # set-up (synchronous: subprocesses and kubectl)
+
+    def start_double(self) -> str:
+        rules = self.workdir / "rules.json"
+        rules.write_text(json.dumps(double_rules(self.args.workloads)))
+        ready = self.workdir / "double.url"
+        models = [arg for i in range(self.args.workloads) for arg in ("--model", f"cand-{i}")]
+        child = spawn(
+            "LLM double",
+            [sys.executable, "-m", "kyai.testing.llm_double", "--port", "0",
+             *models, "--judge-model", JUDGE_MODEL, "--max-model-len", "4096",
+             "--rules", str(rules), "--ready-file", str(ready)],
+            self.workdir / "double.log",
+            dict(os.environ),
+        )  # fmt: skip
+        self.children.append(child)
+        wait_until("the LLM double", ready.exists, self.deadline, children=[child])
+        wait_until("the LLM double's URL", lambda: ready.read_text().strip() != "", self.deadline)
+        return ready.read_text().strip()
+
+    def start_devcluster(self) -> tuple[str, Path]:
+        kubeconfig = self.workdir / "kubeconfig"
+        child = spawn(
+            "devcluster",
+            [sys.executable, "-m", "kyai.cli", "devcluster", "--port", "0",
+             "--kubeconfig", str(kubeconfig), "--workdir", str(self.workdir / "cluster"),
+             "--local-image", WORKER_IMAGE, *(["--verbose"] if self.args.access_log else [])],
+            self.workdir / "devcluster.log",
+            dict(os.environ),
+        )  # fmt: skip
+        self.children.append(child)
+        self.devcluster = child
+        prioritise(child, self.args.control_plane_nice)
+        pattern = re.compile(r"serving at (http://\S+)")
+
+        def serving() -> bool:
+            return pattern.search(child.log.read_text(errors="replace")) is not None
+
+        wait_until("the devcluster", serving, self.deadline, children=[child])
+        found = pattern.search(child.log.read_text(errors="replace"))
+        assert found is not None
+        return found.group(1), kubeconfig
+
+    def kubectl(self, kubeconfig: Path, *args: str) -> str:
+        completed = subprocess.run(
+            ["kubectl", *args],
+            capture_output=True,
+            text=True,
+            timeout=max(5.0, min(60.0, self.remaining())),
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+            check=False,
+        )
+        if completed.returncode != 0:
+            raise BenchError(f"kubectl {' '.join(args)} failed: {completed.stderr.strip()}")
+        return completed.stdout
+
+    def start_operator(self, kubeconfig: Path) -> Child:
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "KYAI_WORKER_IMAGE": WORKER_IMAGE,
+            "KYAI_METRICS_PORT": "0",
+            "KYAI_HEALTH_PORT": "0",
+        }
+        child = spawn(
+            "operator",
+            [sys.executable, "-m", "kyai.cli", "operator", "--all-namespaces"],
+            self.workdir / "operator.log",
+            env,
+        )
+        self.children.append(child)
+        self.operator = child
+        prioritise(child, self.args.control_plane_nice)
+        return child
+
+    # the measured part (async: watches and API calls)
+
+    async def create(self, http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> float:
+        started = time.monotonic()
+        response = await http.post(path, json=body)
+        returned = time.monotonic()
+        if body["kind"] == "EvaluationRun":
+            self.api_create_s.append(returned - started)
+        if response.status_code >= 300:
+            raise BenchError(
+                f"Creating {body['kind']} {body['metadata']['name']} failed: "
+                f"HTTP {response.status_code}: {response.text[:500]}"
+            )
+        return returned
+
+    async def wait_ready(self, http: httpx.AsyncClient, plural: str, count: int) -> None:
+        assert self.operator is not None
+        while True:
+            self.operator.check_alive()
+            response = await http.get(f"{GROUP_PATH}/namespaces/{NAMESPACE}/{plural}")
+            response.raise_for_status()
+            items = response.json()["items"]
+            ready = [i for i in items if (i.get("status") or {}).get("phase") == "Ready"]
+            if len(ready) == count:
+                return
+            if self.remaining() <= 0:
+                phases = {
+                    i["metadata"]["name"]: (i.get("status") or {}).get("message") for i in items
+                }
+                raise BenchTimeout(f"The {plural} did not become Ready: {phases}.")
+            await asyncio.sleep(0.2)
+
+    async def measure(self, url: str) -> None:
+        args = self.args
+        ns_path = f"{GROUP_PATH}/namespaces/{NAMESPACE}"
+        limits = httpx.Limits(max_connections=50, max_keepalive_connections=50)
+        async with httpx.AsyncClient(
+            base_url=url, timeout=30.0, limits=limits, headers={"User-Agent": "kyai-bench"}
+        ) as http:
+            namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+            await self.create(http, "/api/v1/namespaces", namespace)
+            await self.create(http, f"{ns_path}/snapshots", snapshot_body())
+            for index in range(args.workloads):
+                await self.create(
+                    http, f"{ns_path}/workloads", workload_body(index, self.double_url)
+                )
+            await self.wait_ready(http, "snapshots", 1)
+            await self.wait_ready(http, "workloads", args.workloads)
+            assert self.operator is not None
+            await asyncio.sleep(1.0)  # let the operator settle after the set-up
+            self.baseline = usage(self.operator.process.pid)
+
+            watches = []
+            for path, handler in (
+                (f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", self.observed.on_job),
+                (f"{ns_path}/evaluationruns", self.observed.on_run),
+            ):
+                listed = await http.get(path)
+                listed.raise_for_status()
+                version = listed.json()["metadata"]["resourceVersion"]
+                watches.append(asyncio.create_task(watch(http, path, version, handler)))
+            try:
+                await self.run_all(http, watches)
+            finally:
+                for task in watches:
+                    task.cancel()
+                for task in watches:
+                    with suppress(asyncio.CancelledError, Exception):
+                        await task
+                self.final_usage = usage(self.operator.process.pid)
+                with suppress(httpx.HTTPError, KeyError):
+                    jobs = await http.get(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs")
+                    self.final_jobs = jobs.json()["items"]
+                    pods = await http.get(f"/api/v1/namespaces/{NAMESPACE}/pods")
+                    self.final_pods = pods.json()["items"]
+
+    async def run_all(self, http: httpx.AsyncClient, watches: list[asyncio.Task[None]]) -> None:
+        args = self.args
+        limit = asyncio.Semaphore(args.create_concurrency)
+        path = f"{GROUP_PATH}/namespaces/{NAMESPACE}/evaluationruns"
+
+        async def create_run(index: int) -> None:
+            async with limit:
+                body = run_body(index, args.workloads, self.double_url)
+                self.observed.run(run_name(index)).created = await self.create(http, path, body)
+
+        self.first_create = time.monotonic()
+        print(f"creating {args.runs} EvaluationRuns ...", flush=True)
+        await guarded(asyncio.gather(*(create_run(i) for i in range(args.runs))), watches)
+        last_report = last_sample = time.monotonic()
+        while not all(times.done for times in self.observed.runs.values()):
+            assert self.operator is not None and self.devcluster is not None
+            self.operator.check_alive()
+            self.devcluster.check_alive()
+            if self.remaining() <= 0:
+                raise BenchTimeout(
+                    f"The bench's time budget of {args.timeout:.0f} s is used up with "
+                    f"{sum(not t.done for t in self.observed.runs.values())} runs unfinished."
+                )
+            if time.monotonic() - last_sample >= 1:
+                last_sample = time.monotonic()
+                self.runnable.append(runnable_processes())
+                probe = await http.get(f"{path}/{run_name(0)}")
+                probe.raise_for_status()
+                self.api_get_s.append(time.monotonic() - last_sample)
+            if time.monotonic() - last_report >= 15:
+                print(self.progress(), flush=True)
+                last_report = time.monotonic()
+            await guarded(asyncio.sleep(0.2), watches)
+        print(self.progress(), flush=True)
+
+    def progress(self) -> str:
+        phases = Counter(
+            (t.phases[-1] if t.phases else "none") for t in self.observed.runs.values()
+        )
+        elapsed = time.monotonic() - (self.first_create or time.monotonic())
+        shown = ", ".join(f"{phase} {count}" for phase, count in sorted(phases.items()))
+        jobs = sum(self.observed.job_added.values())
+        return f"  t={elapsed:6.1f}s  runs: {shown}; Jobs created: {jobs}"
+
+    def execute(self) -> Result:
+        timed_out: str | None = None
+        try:
+            self.double_url = self.start_double()
+            url, kubeconfig = self.start_devcluster()
+            self.kubectl(kubeconfig, "apply", "-f", str(ROOT / "crds"))
+            self.kubectl(
+                kubeconfig, "wait", "--for=condition=Established", "crd", "--all",
+                "--timeout=30s",
+            )  # fmt: skip
+            self.start_operator(kubeconfig)
+            asyncio.run(self.measure(url))
+        except BenchTimeout as exc:
+            timed_out = str(exc)
+        finally:
+            devcluster_usage = None
+            if self.devcluster is not None and self.devcluster.process.poll() is None:
+                devcluster_usage = usage(self.devcluster.process.pid)
+            for child in reversed(self.children):
+                child.stop()
+            self.save_logs()
+        return self.result(timed_out, devcluster_usage)
+
+    def save_logs(self) -> None:
+        OUT.mkdir(parents=True, exist_ok=True)
+        for child in self.children:
+            if child.log.exists():
+                shutil.copy(child.log, OUT / f"bench-operator-{self.stamp}-{child.log.name}")
+
+    def result(self, timed_out: str | None, devcluster: Usage | None) -> Result:
+        runs = self.observed.runs
+        values = list(runs.values())
+        latencies = [
+            latency(
+                "run created -> generation Job exists",
+                ((t.created, t.generation_job) for t in values),
+            ),
+            latency(
+                "generation Job Complete -> run Judging",
+                ((t.generation_complete, t.judging) for t in values),
+            ),
+            latency(
+                "judge Job Complete -> run Succeeded",
+                ((t.judge_complete, t.succeeded) for t in values),
+            ),
+            latency(
+                "(context) run Judging -> judge Job exists",
+                ((t.judging, t.judge_job) for t in values),
+            ),
+            latency(
+                "(context) generation Job: exists -> Complete",
+                ((t.generation_job, t.generation_complete) for t in values),
+            ),
+            latency(
+                "(context) judge Job: exists -> Complete",
+                ((t.judge_job, t.judge_complete) for t in values),
+            ),
+            latency(
+                "(context) run created -> Succeeded", ((t.created, t.succeeded) for t in values)
+            ),
+            latency("(context) API server: create a run", ((0.0, d) for d in self.api_create_s)),
+            latency("(context) API server: GET a run (1/s)", ((0.0, d) for d in self.api_get_s)),
+        ]
+        finished = [t.succeeded or t.failed for t in values if t.done]
+        wall = (
+            max(f for f in finished if f is not None) - self.first_create
+            if finished and self.first_create is not None and len(finished) == len(values)
+            else None
+        )
+        failed = {name: t.message for name, t in runs.items() if t.failed is not None}
+        unfinished = {
+            name: f"phases {' -> '.join(t.phases) or '(none)'}; {t.message}"
+            for name, t in runs.items()
+            if not t.done
+        }
+        for job, message in self.observed.job_failed.items():
+            failed.setdefault(job, f"Job failed: {message}")
+
+        operator: dict[str, float] = {}
+        end, start = self.final_usage, self.baseline
+        if end is not None and start is not None:
+            operator = {
+                "peak_rss_mib": end.peak_rss_mib,
+                "rss_at_end_mib": end.rss_mib,
+                "cpu_s": end.cpu_s,
+                "cpu_during_runs_s": end.cpu_s - start.cpu_s,
+            }
+            if end.runqueue_wait_s is not None and start.runqueue_wait_s is not None:
+                operator["runqueue_wait_during_runs_s"] = (
+                    end.runqueue_wait_s - start.runqueue_wait_s
+                )
+        log_text = ""
+        if self.operator is not None and self.operator.log.exists():
+            log_text = self.operator.log.read_text(errors="replace")
+        log_counts, log_messages = summarize_log(log_text)
+        writes = sorted(t.status_writes for t in values)
+        context: dict[str, Any] = {
+            "jobs": len(self.final_jobs),
+            "worker_pods": len(self.final_pods),
+            "job_events": self.observed.job_events,
+            "run_events": self.observed.run_events,
+            "status_writes_p50": writes[len(writes) // 2] if writes else 0,
+            "status_writes_max": writes[-1] if writes else 0,
+            "runnable_processes_mean": statistics.fmean(self.runnable) if self.runnable else 0,
+            "runnable_processes_max": max(self.runnable, default=0),
+            "log_messages": log_messages,
+            "handler_calls": handler_calls(log_text),
+            **log_counts,
+        }
+        if self.args.access_log and self.devcluster is not None:
+            text = self.devcluster.log.read_text(errors="replace")
+            context["access"] = summarize_access(text, len(runs))
+        if devcluster is not None:
+            context["devcluster_cpu_s"] = devcluster.cpu_s
+            context["workers_cpu_s"] = devcluster.children_cpu_s
+            context["devcluster_peak_rss_mib"] = devcluster.peak_rss_mib
+        return Result(
+            runs=len(runs),
+            workloads=self.args.workloads,
+            rows=len(CAPITALS),
+            cpus=os.cpu_count() or 0,
+            latencies=latencies,
+            wall_s=wall,
+            succeeded=sum(t.succeeded is not None for t in values),
+            failed=failed,
+            unfinished=unfinished,
+            operator=operator,
+            context=context,
+            anomalies=self.anomalies(),
+            timed_out=timed_out,
+            timelines=self.timelines(),
+        )
+
+    def timelines(self) -> dict[str, dict[str, Any]]:
+        """Each run's milestones in seconds after the first create call (for the JSON)."""
+        origin = self.first_create or 0.0
+        out: dict[str, dict[str, Any]] = {}
+        for name, times in self.observed.runs.items():
+            row: dict[str, Any] = {}
+            for key, value in asdict(times).items():
+                if isinstance(value, float) and key != "avg_score":
+                    row[key] = round(value - origin, 4)
+                else:
+                    row[key] = value
+            out[name] = row
+        return out
+
+    def anomalies(self) -> list[str]:
+        found: list[str] = []
+        observed = self.observed
+        recreated = {name: n for name, n in observed.job_added.items() if n > 1}
+        if recreated:
+            found.append(f"Jobs created more than once: {recreated}")
+        if observed.job_deleted:
+            found.append(f"Jobs deleted during the bench: {dict(observed.job_deleted)}")
+        per_run = Counter(
+            (job["metadata"].get("labels") or {}).get(LABEL_RUN) for job in self.final_jobs
+        )
+        odd = {run: n for run, n in per_run.items() if n != 2}
+        if odd:
+            found.append(f"runs without exactly two Jobs at the end: {odd}")
+        pods_per_job = Counter(
+            ref["name"]
+            for pod in self.final_pods
+            for ref in pod["metadata"].get("ownerReferences") or []
+            if ref.get("kind") == "Job"
+        )
+        retried = {job: n for job, n in pods_per_job.items() if n > 1}
+        if retried:
+            found.append(f"Jobs that needed more than one pod (retries): {retried}")
+        for name, times in observed.runs.items():
+            positions = [PHASE_ORDER.index(p) for p in times.phases if p in PHASE_ORDER]
+            if positions != sorted(positions) or len(set(positions)) != len(positions):
+                found.append(f"{name} went through phases {' -> '.join(times.phases)}")
+            if times.succeeded is not None and times.avg_score != EXPECTED_SCORE:
+                found.append(
+                    f"{name} succeeded with avgScore {times.avg_score}, not {EXPECTED_SCORE}"
+                )
+        return found
+
+
+async def guarded(awaitable: Awaitable[Any], watches: Sequence[asyncio.Task[None]]) -> Any:
+    """Await, but fail as soon as a watch has died (its timings would be missing)."""
+    for task in watches:
+        if task.done():
+            error = task.exception()
+            raise BenchError(f"A watch stopped: {error!r}.")
+    return await awaitable
+
+
+@contextmanager
+def workdir(keep: bool) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="kyai-bench-operator-"))
+    try:
+        yield path
+    finally:
+        if keep:
+            print(f"work directory kept: {path}")
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=100, help="EvaluationRuns (default 100)")
+    parser.add_argument("--workloads", type=int, default=10, help="Workloads (default 10)")
+    parser.add_argument("--quick", action="store_true", help="10 runs over 2 Workloads")
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="time budget, set-up included (600 s)"
+    )
+    parser.add_argument(
+        "--create-concurrency", type=int, default=10, help="create calls in flight (10)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--access-log",
+        action="store_true",
+        help="diagnosis: the devcluster logs every request (costs CPU; counts in the JSON)",
+    )
+    parser.add_argument(
+        "--control-plane-nice",
+        type=int,
+        default=0,
+        help=(
+            "diagnosis: scheduling niceness of the operator's and the devcluster's autogroups, "
+            "e.g. -10 to give them CPU before the worker processes (negative needs root)"
+        ),
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.workloads = 10, 2
+    if args.runs < 1 or args.workloads < 1 or args.create_concurrency < 1:
+        parser.error("--runs, --workloads and --create-concurrency must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    with workdir(args.keep) as path:
+        bench = Bench(args, path, stamp)
+        try:
+            result = bench.execute()
+        except BenchError as exc:
+            print(f"bench-operator: {exc}", file=sys.stderr)
+            return 1
+    print()
+    print(render(result))
+    if result.context.get("log_messages"):
+        print("operator log, most frequent ERROR/WARNING messages:")
+        for message in result.context["log_messages"]:
+            print(f"  {message}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    target = OUT / f"bench-operator-{stamp}.json"
+    document = {"args": vars(args), **asdict(result)}
+    target.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\nfigures: {target.relative_to(ROOT)}; logs: bench/out/bench-operator-{stamp}-*.log")
+    ok = not result.timed_out and result.succeeded == result.runs
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
