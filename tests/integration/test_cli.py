@@ -332,3 +332,17 @@ def test_builtin_dataset_from_native_file(tmp_path: Path) -> None:
     # Only the row whose answer is 2 is right.
     assert summary["scores"].count(1.0) == 1
     assert summary["count"] == len(candidate)
+
+
+def test_builtin_without_hub_access_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    status = main([
+        "generate", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--dataset", "ifeval",
+        "--output", str(tmp_path / "out"),
+    ])  # fmt: skip
+    assert status == 3
+    err = capsys.readouterr().err
+    assert "google/IFEval" in err and "--dataset-file" in err

@@ -53,7 +53,14 @@ def operator(
     running = Operator(
         kubectl.kubeconfig,
         tmp_path_factory.mktemp("operator"),
-        env={"KYAI_DEFAULT_JUDGE_ENDPOINT": double.base_url, "KYAI_DEFAULT_JUDGE_MODEL": "judge"},
+        env={
+            "KYAI_DEFAULT_JUDGE_ENDPOINT": double.base_url,
+            "KYAI_DEFAULT_JUDGE_MODEL": "judge",
+            # No HuggingFace from here: built-ins without a source fail at once, not after
+            # network time-outs.
+            "HF_HUB_OFFLINE": "1",
+            "KYAI_SNAPSHOT_CONFIGMAP_LIMIT_BYTES": "100000",
+        },
     )
     running.start()
     yield running

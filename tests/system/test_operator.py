@@ -422,3 +422,30 @@ def test_served_workload_gets_the_engine_and_rolls_on_new_flags(
     )
     args = rolled["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--max-model-len" in args
+
+
+def test_snapshots_that_cannot_be_resolved_say_why(
+    kubectl: Kubectl, operator: Operator, namespace: str
+) -> None:
+    import secrets
+
+    big = [{"instruction": secrets.token_hex(2000), "groundTruthResponse": "x"} for _ in range(60)]
+    kubectl.apply(
+        {
+            "apiVersion": "kyai.io/v1alpha1",
+            "kind": "Snapshot",
+            "metadata": {"name": "mmlu", "namespace": namespace},
+            "spec": {"builtin": "mmlu-pro"},
+        },
+        snapshot("huge", namespace, big),
+    )
+    offline = kubectl.wait_for("snapshot", "mmlu", namespace, phase_is("Pending", "Ready"))
+    assert offline["status"]["phase"] == "Pending"
+    assert condition_reason(offline, "Ready") == "SourceUnavailable"
+    message = offline["status"]["message"]
+    assert "HuggingFace" in message and "spec.source" in message
+    huge = kubectl.wait_for("snapshot", "huge", namespace, phase_is("Failed", "Ready"))
+    assert huge["status"]["phase"] == "Failed"
+    assert condition_reason(huge, "Ready") == "TooLarge"
+    assert "split the dataset" in huge["status"]["message"]
+    assert kubectl.items("configmaps", namespace, "-l", "kyai.io/snapshot=huge") == []

@@ -31,7 +31,13 @@ from kyai.constants import (
 from kyai.controllers import _conditions as c
 from kyai.controllers._services import Services, post_event
 from kyai.controllers.evaluationrun import spec_hash
-from kyai.datasets import Dataset, DatasetError, load_dataset, snapshot_files
+from kyai.datasets import (
+    Dataset,
+    DatasetError,
+    DatasetUnavailableError,
+    load_dataset,
+    snapshot_files,
+)
 
 #: Largest file a URL source may be.
 MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024
@@ -118,9 +124,15 @@ async def resolve(svc: Services, namespace: str, name: str, spec: SnapshotSpec) 
                 judge_prompt=prompts.judge,
                 hf_revision=spec.hf_revision,
             )
+        except DatasetUnavailableError as exc:
+            raise SourceUnavailable(
+                f"the built-in {spec.builtin} could not be downloaded from HuggingFace: "
+                f"{exc.detail}; in an air-gapped cluster, put its native file in a ConfigMap or "
+                "at a URL and set spec.source"
+            ) from exc
         except DatasetError:
             raise
-        except Exception as exc:  # network, hub, permission: retried later
+        except Exception as exc:  # anything else from the hub client: retried later
             raise SourceUnavailable(
                 f"the built-in {spec.builtin} could not be downloaded from HuggingFace "
                 f"({type(exc).__name__}: {exc}); in an air-gapped cluster, put its native file "

@@ -23,7 +23,7 @@ from ._builtin import (
     get_builtin,
     v1_rank_key,
 )
-from ._errors import DatasetError
+from ._errors import DatasetError, DatasetUnavailableError
 from ._hub import Downloader, hf_download
 from ._load import load_dataset
 from ._model import Dataset, Prompts, Row, canonical_jsonl, dataset_sha256
@@ -39,6 +39,7 @@ __all__ = [
     "BuiltinDataset",
     "Dataset",
     "DatasetError",
+    "DatasetUnavailableError",
     "Downloader",
     "Prompts",
     "Row",

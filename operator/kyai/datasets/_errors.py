@@ -57,3 +57,11 @@ def _format(
     if not parts:
         return detail
     return ", ".join(parts) + ": " + detail
+
+
+class DatasetUnavailableError(DatasetError):
+    """The dataset's source cannot be reached or read now (network, access, gating).
+
+    Unlike other :class:`DatasetError` cases the data may well be fine: trying again later,
+    or with a token, can succeed.
+    """

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Protocol
 
-from ._errors import DatasetError
+from ._errors import DatasetError, DatasetUnavailableError
 
 __all__ = ["Downloader", "hf_download", "hf_uri", "revision_from_cache_path"]
 
@@ -60,14 +60,14 @@ def hf_download(*, repo_id: str, filename: str, revision: str | None) -> Path:
             repo_id=repo_id, filename=filename, repo_type="dataset", revision=revision
         )
     except GatedRepoError:
-        raise DatasetError(
+        raise DatasetUnavailableError(
             f"The HuggingFace dataset {repo_id} is gated: accept its terms on its Hub page with "
             "your account, then set the HF_TOKEN environment variable to a token of that "
-            "account (or pass dataset_file= with a local copy).",
+            "account (or use a local copy: --dataset-file for kyai, spec.source for a Snapshot).",
             path=where,
         ) from None
     except RepositoryNotFoundError:
-        raise DatasetError(
+        raise DatasetUnavailableError(
             f"The HuggingFace dataset {repo_id} was not found or is not accessible; private or "
             "gated datasets need the HF_TOKEN environment variable.",
             path=where,
@@ -78,9 +78,10 @@ def hf_download(*, repo_id: str, filename: str, revision: str | None) -> Path:
             path=where,
         ) from None
     except LocalEntryNotFoundError:
-        raise DatasetError(
+        raise DatasetUnavailableError(
             "The file could not be downloaded (is the HuggingFace Hub reachable from here?) and "
-            "is not in the local cache; pass dataset_file= with a local copy of the file.",
+            "is not in the local cache; use a local copy of the file instead (--dataset-file "
+            "for kyai, spec.source for a Snapshot).",
             path=where,
         ) from None
     except EntryNotFoundError:
@@ -89,11 +90,11 @@ def hf_download(*, repo_id: str, filename: str, revision: str | None) -> Path:
             path=where,
         ) from None
     except HfHubHTTPError as exc:
-        raise DatasetError(
+        raise DatasetUnavailableError(
             f"The download from the HuggingFace Hub failed: {exc}", path=where
         ) from None
     except OSError as exc:
-        raise DatasetError(
+        raise DatasetUnavailableError(
             f"The download from the HuggingFace Hub failed: {exc.strerror or exc}.", path=where
         ) from None
     return Path(local)

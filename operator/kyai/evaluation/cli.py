@@ -299,13 +299,16 @@ def _configure_logging(quiet: bool) -> None:
 
 
 def _run_guarded(args: argparse.Namespace, phases: tuple[str, ...]) -> int:
-    from kyai.datasets import DatasetError
+    from kyai.datasets import DatasetError, DatasetUnavailableError
     from kyai.evaluation import EndpointUnreachableError, ModelConfigError, RunDirectoryError
     from kyai.evaluation._report import ReportError
 
     _configure_logging(args.quiet)
     try:
         return asyncio.run(_execute(args, phases))
+    except DatasetUnavailableError as exc:  # the Hub is unreachable: not the user's input
+        print(f"kyai {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except (UsageError, DatasetError, RunDirectoryError, ModelConfigError) as exc:
         print(f"kyai {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

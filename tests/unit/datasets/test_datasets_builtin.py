@@ -17,6 +17,7 @@ from kyai.datasets import (
     GENERATION_PROMPTS,
     JUDGE_PROMPTS,
     DatasetError,
+    DatasetUnavailableError,
     builtin_names,
     dataset_sha256,
     get_builtin,
@@ -573,7 +574,7 @@ def test_hub_errors_become_dataset_errors(monkeypatch: pytest.MonkeyPatch) -> No
         raise error
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", gated)
-    with pytest.raises(DatasetError, match="HF_TOKEN") as info:
+    with pytest.raises(DatasetUnavailableError, match="HF_TOKEN") as info:
         load_dataset("gpqa-diamond")
     assert info.value.path == "hf://Idavidrein/gpqa/gpqa_diamond.csv@main"
 
@@ -581,7 +582,7 @@ def test_hub_errors_become_dataset_errors(monkeypatch: pytest.MonkeyPatch) -> No
         raise LocalEntryNotFoundError("no connection")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
-    with pytest.raises(DatasetError, match="dataset_file="):
+    with pytest.raises(DatasetUnavailableError, match="--dataset-file"):
         load_dataset("humaneval")
 
 
