@@ -176,6 +176,13 @@ async def reconcile_snapshot(svc: Services, body: dict[str, Any]) -> float | Non
             status.get("conditions"), c.READY, ready, reason, message, generation=generation
         )
 
+    async def not_ready(phase: str, reason: str, message: str) -> None:
+        await patch(
+            {"phase": phase, "message": message,
+             "conditions": conditions(False, reason, message)}
+        )  # fmt: skip
+        post_event(body, type_="Warning", reason=reason, message=message)
+
     if status.get("phase") == "Ready":
         if status.get("specHash") != current_hash:
             message = (
@@ -200,12 +207,7 @@ async def reconcile_snapshot(svc: Services, body: dict[str, Any]) -> float | Non
     try:
         spec = SnapshotSpec.model_validate(body.get("spec") or {})
     except ValidationError as exc:
-        message = c.validation_message(exc)
-        await patch(
-            {"phase": "Failed", "message": message,
-             "conditions": conditions(False, c.INVALID_SPEC, message)}
-        )  # fmt: skip
-        post_event(body, type_="Warning", reason=c.INVALID_SPEC, message=message)
+        await not_ready("Failed", c.INVALID_SPEC, c.validation_message(exc))
         return None
     if status.get("phase") != "Resolving":
         await patch(
@@ -215,20 +217,10 @@ async def reconcile_snapshot(svc: Services, body: dict[str, Any]) -> float | Non
     try:
         dataset = await resolve(svc, namespace, name, spec)
     except SourceUnavailable as exc:
-        message = str(exc)
-        await patch(
-            {"phase": "Pending", "message": message,
-             "conditions": conditions(False, c.SOURCE_UNAVAILABLE, message)}
-        )  # fmt: skip
-        post_event(body, type_="Warning", reason=c.SOURCE_UNAVAILABLE, message=message)
+        await not_ready("Pending", c.SOURCE_UNAVAILABLE, str(exc))
         return 60.0
     except DatasetError as exc:
-        message = str(exc)
-        await patch(
-            {"phase": "Failed", "message": message,
-             "conditions": conditions(False, c.INVALID_DATA, message)}
-        )  # fmt: skip
-        post_event(body, type_="Warning", reason=c.INVALID_DATA, message=message)
+        await not_ready("Failed", c.INVALID_DATA, str(exc))
         return None
     files = snapshot_files(dataset)
     limit = svc.settings.snapshot_configmap_limit_bytes
@@ -237,11 +229,7 @@ async def reconcile_snapshot(svc: Services, body: dict[str, Any]) -> float | Non
             f"the {len(dataset.rows)} rows take {files.size} bytes even compressed, more than a "
             f"ConfigMap holds ({limit} bytes): split the dataset into several Snapshots"
         )
-        await patch(
-            {"phase": "Failed", "message": message,
-             "conditions": conditions(False, c.TOO_LARGE, message)}
-        )  # fmt: skip
-        post_event(body, type_="Warning", reason=c.TOO_LARGE, message=message)
+        await not_ready("Failed", c.TOO_LARGE, message)
         return None
     config_map: dict[str, Any] = {
         "apiVersion": "v1",
