@@ -312,3 +312,24 @@ async def test_config_json_sets_the_window_when_the_server_is_silent(tmp_path: P
     assert (outcome.window.tokens, outcome.window.source) == (3000, "config")
     assert sent.max_tokens is not None and 2900 <= sent.max_tokens < 3000
     assert sent.status == 200
+
+
+def test_context_window_hint_when_the_server_is_silent(tmp_path: Path) -> None:
+    from kyai.cli import main
+
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"instruction": "q", "ground_truth_response": "OK"}) + "\n")
+    spec = ModelSpec("cand", max_model_len=3000, report_max_model_len=False)
+    with LLMDouble(models=[spec]).start_in_thread() as double:
+        status = main([
+            "generate", "--endpoint", double.url, "--model", "cand", "--dataset", str(path),
+            "--generation-prompt", GEN_PROMPT, "--context-window", "3000",
+            "--output", str(tmp_path / "out"), "--quiet",
+        ])  # fmt: skip
+        sent = double.requests[0]
+    assert status == 0
+    manifest = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert manifest["candidate"]["context_window"] == 3000
+    assert manifest["candidate"]["context_window_source"] == "hint"
+    assert sent.status == 200  # no overflow round trip: the first budget fits
+    assert sent.max_tokens is not None and 2900 <= sent.max_tokens < 3000

@@ -131,6 +131,7 @@ def test_run_succeeds_with_the_cli_score_and_metrics(
     assert passed["status"] == "False" and "0.5" in passed["message"]
     wl = kubectl.get("workload", "cand", namespace)
     assert wl["status"]["phase"] == "Ready" and wl["status"]["maxModelLen"] == 4096
+    assert wl["status"]["maxModelLenSource"] == "server"
     snap = kubectl.get("snapshot", "capitals", namespace)
     assert snap["status"]["rows"] == 4 and len(snap["status"]["sha256"]) == 64
     assert status["datasetSha256"] == snap["status"]["sha256"]

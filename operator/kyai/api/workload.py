@@ -134,7 +134,10 @@ class WorkloadStatus(StatusBase):
     served_model_name: str | None = None
     """The model name the server reports."""
     max_model_len: int | None = None
-    """The context window the server reports on /v1/models (absent when it reports none)."""
+    """The context window: what the server reports on /v1/models, else the engine's
+    context-length flag, else the model's HuggingFace config.json."""
+    max_model_len_source: Literal["server", "engine-args", "config"] | None = None
+    """Where maxModelLen comes from."""
     ready_replicas: int | None = None
     """Replicas passing their readiness probe."""
     engine_args_hash: str | None = None

@@ -357,6 +357,8 @@ async def make_plan(svc: Services, run: Mapping[str, Any], spec: EvaluationRunSp
     ]  # fmt: skip
     if candidate_secret is not None:
         args += ["--api-key-env", build.CANDIDATE_KEY_ENV]
+    if w_status.get("maxModelLen"):  # the server's own figure still wins in the worker
+        args += ["--context-window", str(w_status["maxModelLen"])]
     status.update(
         model=model,
         framework=w_spec.get("framework"),

@@ -9,21 +9,27 @@ Deployment.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import logging
+import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
-from kyai.api import EngineArgsSetSpec, WorkloadSpec
+from kyai.api import EngineArgsSetSpec, WorkloadSpec, canonical_flag
 from kyai.builders._common import ManifestError
 from kyai.builders.workload import workload_deployment, workload_endpoint, workload_service
 from kyai.constants import ANNOTATION_SPEC_HASH
 from kyai.controllers import _conditions as c
 from kyai.controllers._services import Services, post_event
-from kyai.engines import EngineArgsError, served_model_name
+from kyai.engines import EngineArgsError, engine_for, served_model_name
 from kyai.evaluation import ChatClient, EndpointUnreachableError, RetryPolicy
-from kyai.evaluation._budget import find_card, window_from_card
+from kyai.evaluation._budget import find_card, window_from_card, window_from_config
+
+log = logging.getLogger(__name__)
 
 #: How long one /v1/models probe may take.
 PROBE_TIMEOUT_S = 10.0
@@ -97,11 +103,69 @@ async def probe_models(url: str, *, api_key: str | None) -> list[dict[str, Any]]
         return await client.list_models()
 
 
+def engine_args_window(spec: WorkloadSpec, eas_spec: EngineArgsSetSpec | None) -> int | None:
+    """The context window the EngineArgsSet caps the engine at (its context-length flag)."""
+    if eas_spec is None or spec.framework is None:
+        return None
+    flag = canonical_flag(engine_for(spec.framework).context_length_flag)
+    for name, value in eas_spec.args.items():
+        if canonical_flag(name) != flag or isinstance(value, bool):
+            continue
+        try:
+            tokens = int(str(value))
+        except ValueError:
+            return None
+        return tokens if tokens > 0 else None
+    return None
+
+
+#: How long a failed config.json look-up is not tried again.
+HUB_RETRY_SECONDS = 600.0
+
+#: model → (window or None, when a failed look-up may be tried again).
+_HUB_WINDOWS: dict[str, tuple[int | None, float]] = {}
+
+
+def hub_config_window(model: str) -> int | None:
+    """The context window in the model's HuggingFace config.json (None when unreachable).
+
+    KYAI's rule for servers that report no max_model_len (TensorRT-LLM). Blocking: call it
+    from a thread. Air-gapped clusters (HF_HUB_OFFLINE=1, or no route) simply get None.
+    """
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", model):
+        return None  # a path inside the container, not a Hub id
+    known = _HUB_WINDOWS.get(model)
+    if known is not None and (known[0] is not None or time.monotonic() < known[1]):
+        return known[0]
+    try:
+        from huggingface_hub import hf_hub_download
+
+        path = hf_hub_download(repo_id=model, filename="config.json")
+        tokens: int | None = window_from_config(path)
+    except Exception as exc:  # offline, gated, missing: the worker's default applies
+        log.info("No config.json for %s from the HuggingFace Hub: %s", model, exc)
+        tokens = None
+    _HUB_WINDOWS[model] = (tokens, time.monotonic() + HUB_RETRY_SECONDS)
+    return tokens
+
+
+async def fallback_window(
+    spec: WorkloadSpec, eas_spec: EngineArgsSetSpec | None
+) -> tuple[int | None, str | None]:
+    """The window when the server reports none: the engine's flag, then config.json."""
+    tokens = engine_args_window(spec, eas_spec)
+    if tokens:
+        return tokens, "engine-args"
+    tokens = await asyncio.to_thread(hub_config_window, spec.model)
+    return (tokens, "config") if tokens else (None, None)
+
+
 class WorkloadReconciler:
     """One reconcile of one Workload."""
 
     def __init__(self, svc: Services, body: dict[str, Any]) -> None:
         self.svc = svc
+        self.eas_spec: EngineArgsSetSpec | None = None
         self.body = body
         self.meta = body["metadata"]
         self.namespace = self.meta["namespace"]
@@ -187,6 +251,7 @@ class WorkloadReconciler:
                     False,
                 )
                 return
+            self.eas_spec = eas_spec
             if eas_spec.framework != spec.framework:
                 await self.set_status(
                     "Failed",
@@ -268,6 +333,10 @@ class WorkloadReconciler:
             card = cards[0]
         served = str(card.get("id")) if card else expected_name
         window = window_from_card(card) if card else None
+        source = "server" if window else None
+        if window is None:
+            window, source = await fallback_window(spec, self.eas_spec)
+        fields["maxModelLenSource"] = source
         await self.set_status(
             "Ready",
             c.SERVING,

@@ -119,8 +119,13 @@ def resolve_window(
     model: str,
     *,
     config_path: str | Path | None = None,
+    hint: int | None = None,
 ) -> ContextWindow:
-    """Pick the context window: the server's card, then ``config_path``, then the default."""
+    """Pick the context window: the server's card, ``config_path``, ``hint``, the default.
+
+    ``hint`` is a window known some other way (``--context-window``; the operator passes the
+    one it read from the engine's flags or the model's config.json).
+    """
     card = find_card(cards, model)
     if card is not None:
         tokens = window_from_card(card)
@@ -128,6 +133,8 @@ def resolve_window(
             return ContextWindow(tokens, "server")
     if config_path is not None:
         return ContextWindow(window_from_config(config_path), "config")
+    if hint is not None and hint > 0:
+        return ContextWindow(hint, "hint")
     return ContextWindow(DEFAULT_CONTEXT_WINDOW, "default")
 
 

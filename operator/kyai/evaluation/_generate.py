@@ -40,6 +40,7 @@ class CandidateConfig:
     timeout_s: float = 600.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     model_config_path: Path | None = None
+    context_window: int | None = None
     retry_errors: bool = False
 
 
@@ -118,7 +119,12 @@ async def generate(
         transport=transport,
     ) as client:
         cards = await client.list_models()
-        window = resolve_window(cards, config.model, config_path=config.model_config_path)
+        window = resolve_window(
+            cards,
+            config.model,
+            config_path=config.model_config_path,
+            hint=config.context_window,
+        )
         manifest: dict[str, Any] = {
             "format": 1,
             "kyai_version": __version__,

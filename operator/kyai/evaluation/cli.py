@@ -88,6 +88,13 @@ def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
         "window when the server does not report max_model_len",
     )
     group.add_argument(
+        "--context-window",
+        type=_positive_int,
+        metavar="TOKENS",
+        help="the model's context window when the server does not report max_model_len and no "
+        "--model-config is given (default 8192); the server's own figure always wins",
+    )
+    group.add_argument(
         "--retry-errors",
         action="store_true",
         help="when resuming, ask again for rows whose stored answer is an error",
@@ -365,6 +372,7 @@ async def _phases(
             timeout_s=args.request_timeout,
             retry=retry,
             model_config_path=args.model_config,
+            context_window=args.context_window,
             retry_errors=args.retry_errors,
         )
         judge_key = (
