@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ._sandbox import SandboxLimits, SandboxResult, run_sandboxed
-from ._types import Grade, GradeInput, GradingContext, GradingOutcome
+from ._types import CANDIDATE_ERROR, Grade, GradeInput, GradingContext, GradingOutcome
 
 __all__ = ["HumanEvalGrader"]
 
@@ -77,7 +77,7 @@ class HumanEvalGrader:
         if item.candidate_failed:
             return Grade(
                 score=0.0,
-                error_kind="candidate_error",
+                error_kind=CANDIDATE_ERROR,
                 message="The candidate failed on this row; nothing was run.",
             )
         metadata = item.row.metadata

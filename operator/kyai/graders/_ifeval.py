@@ -47,7 +47,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from kyai.datasets._model import thaw_json
-from kyai.graders._types import Grade, GradeInput, GradingContext, GradingOutcome
+from kyai.graders._types import (
+    CANDIDATE_ERROR,
+    GRADER_ERROR,
+    INVALID_ROW,
+    Grade,
+    GradeInput,
+    GradingContext,
+    GradingOutcome,
+)
 
 __all__ = [
     "IFEvalGrader",
@@ -60,9 +68,6 @@ __all__ = [
 #: Bumped whenever the driver's rules change (part of the comparison key).
 RULES_VERSION: Final = "1"
 
-CANDIDATE_ERROR: Final = "candidate_error"
-INVALID_ROW: Final = "grader_invalid_row"
-GRADER_ERROR: Final = "grader_error"
 
 #: The seed used for ``langdetect`` (lm-eval leaves it unseeded, hence random).
 LANGDETECT_SEED: Final = 0

@@ -48,7 +48,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from kyai.graders._types import Grade, GradeInput, GradingContext, GradingOutcome
+from kyai.graders._types import (
+    CANDIDATE_ERROR,
+    GRADER_ERROR,
+    INVALID_ROW,
+    NO_ANSWER,
+    TIMEOUT,
+    Grade,
+    GradeInput,
+    GradingContext,
+    GradingOutcome,
+)
 
 __all__ = [
     "MathExtraction",
@@ -59,11 +69,6 @@ __all__ = [
 #: Bumped whenever the extraction or comparison rules change (part of the comparison key).
 RULES_VERSION: Final = "1"
 
-NO_ANSWER: Final = "grader_no_answer"
-TIMEOUT: Final = "grader_timeout"
-CANDIDATE_ERROR: Final = "candidate_error"
-INVALID_ROW: Final = "grader_invalid_row"
-GRADER_ERROR: Final = "grader_error"
 
 _LOG = logging.getLogger(__name__)
 

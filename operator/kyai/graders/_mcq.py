@@ -43,7 +43,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kyai.graders._types import Grade, GradeInput, GradingContext, GradingOutcome
+from kyai.graders._types import (
+    CANDIDATE_ERROR,
+    INVALID_ROW,
+    NO_ANSWER,
+    Grade,
+    GradeInput,
+    GradingContext,
+    GradingOutcome,
+)
 
 __all__ = [
     "GPQA_LETTERS",
@@ -59,9 +67,6 @@ MMLU_PRO_LETTERS: Final = "ABCDEFGHIJ"
 GPQA_LETTERS: Final = "ABCD"
 
 #: Error kinds this grader records (each scores 0).
-NO_ANSWER: Final = "grader_no_answer"
-CANDIDATE_ERROR: Final = "candidate_error"
-INVALID_ROW: Final = "grader_invalid_row"
 
 #: Bumped whenever the extraction rules change (it is part of the comparison key).
 RULES_VERSION: Final = "1"

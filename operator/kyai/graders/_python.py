@@ -81,7 +81,7 @@ from kyai.datasets import Row
 from kyai.datasets._model import thaw_json
 
 from ._sandbox import BridgeHandler, SandboxLimits, SandboxResult, run_sandboxed
-from ._types import Grade, GradeInput, GradingContext, GradingOutcome, ModelBridge
+from ._types import CANDIDATE_ERROR, Grade, GradeInput, GradingContext, GradingOutcome, ModelBridge
 
 __all__ = [
     "GraderDeclaration",
@@ -732,7 +732,7 @@ class PythonGrader:
         if item.candidate_failed:
             return Grade(
                 score=0.0,
-                error_kind="candidate_error",
+                error_kind=CANDIDATE_ERROR,
                 message="The candidate failed on this row; the grader was not run.",
             )
         log: list[dict[str, Any]] = []
@@ -872,7 +872,7 @@ class PythonGrader:
         grades = tuple(
             Grade(
                 score=0.0,
-                error_kind="candidate_error" if item.candidate_failed else kind,
+                error_kind=CANDIDATE_ERROR if item.candidate_failed else kind,
                 message=message,
                 extracted=sample["extracted_output"],
                 details=details,
@@ -961,7 +961,7 @@ class PythonGrader:
                 scores,
                 extracted=extracted,
                 details=details,
-                error_kind="candidate_error",
+                error_kind=CANDIDATE_ERROR,
                 message="The candidate failed on this row.",
             )
         if not scores:

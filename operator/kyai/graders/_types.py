@@ -13,6 +13,18 @@ from typing import Any, Protocol
 
 from kyai.datasets import Row
 
+#: Error kinds every grader shares (each scores the row 0). Graders add their own.
+CANDIDATE_ERROR = "candidate_error"
+"""The candidate failed on the row: nothing to grade."""
+NO_ANSWER = "grader_no_answer"
+"""No answer could be extracted from the response."""
+INVALID_ROW = "grader_invalid_row"
+"""The row lacks what the grader needs (a ground truth, its instruction arguments...)."""
+TIMEOUT = "grader_timeout"
+"""The grading of the row ran out of time."""
+GRADER_ERROR = "grader_error"
+"""The grader itself failed on the row."""
+
 
 @dataclass(frozen=True)
 class Grade:
