@@ -11,30 +11,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kyai.builders._common import (
+    WORKER_TMP_PATH,
+    owner_reference,
+    standard_labels,
+    worker_security_context,
+)
 from kyai.constants import (
-    API_VERSION,
     GROUP,
     KINDS,
     LABEL_COMPONENT,
-    LABEL_INSTANCE,
-    LABEL_MANAGED_BY,
-    LABEL_NAME,
-    LABEL_PART_OF,
     LABEL_RUN,
-    MANAGER,
 )
 
 #: Where the worker containers find things.
 SNAPSHOT_MOUNT = "/etc/kyai/snapshot"
 RESULTS_MOUNT = "/results"
-TMP_MOUNT = "/tmp"
+TMP_MOUNT = WORKER_TMP_PATH
 
 #: Environment variables the workers read secrets from (named by --api-key-env flags).
 CANDIDATE_KEY_ENV = "KYAI_CANDIDATE_API_KEY"
 JUDGE_KEY_ENV = "KYAI_JUDGE_API_KEY"
-
-#: The uid the worker runs as (the image's nonroot user).
-WORKER_UID = 65532
 
 
 def generation_job_name(run: str) -> str:
@@ -59,27 +56,7 @@ def worker_name(run: str) -> str:
 
 def run_labels(run: str, component: str) -> dict[str, str]:
     """The labels of every child of a run."""
-    return {
-        LABEL_NAME: "kyai",
-        LABEL_INSTANCE: run,
-        LABEL_COMPONENT: component,
-        LABEL_PART_OF: "kyai-operator",
-        LABEL_MANAGED_BY: MANAGER,
-        LABEL_RUN: run,
-    }
-
-
-def owner_reference(owner: Mapping[str, Any]) -> dict[str, Any]:
-    """A controller owner reference to ``owner`` (garbage-collects the child with it)."""
-    meta = owner["metadata"]
-    return {
-        "apiVersion": owner.get("apiVersion", API_VERSION),
-        "kind": owner.get("kind", "EvaluationRun"),
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return standard_labels(name="kyai", instance=run, component=component, extra={LABEL_RUN: run})
 
 
 def _metadata(owner: Mapping[str, Any], name: str, component: str) -> dict[str, Any]:
@@ -190,26 +167,6 @@ class WorkerJob:
     extra_mounts: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
 
 
-def worker_pod_security() -> dict[str, Any]:
-    """The restricted pod security context of the workers."""
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": WORKER_UID,
-        "runAsGroup": WORKER_UID,
-        "fsGroup": WORKER_UID,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
-def worker_container_security() -> dict[str, Any]:
-    """The restricted container security context of the workers."""
-    return {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-
-
 def worker_job(
     owner: Mapping[str, Any],
     job: WorkerJob,
@@ -222,13 +179,14 @@ def worker_job(
 ) -> dict[str, Any]:
     """A generation or judge Job running the project's image."""
     run = owner["metadata"]["name"]
+    security = worker_security_context()
     volumes: list[dict[str, Any]] = [
         {"name": "results", "persistentVolumeClaim": {"claimName": results_claim}},
-        {"name": "tmp", "emptyDir": {}},
+        *security.volumes,
     ]
     mounts: list[dict[str, Any]] = [
         {"name": "results", "mountPath": RESULTS_MOUNT},
-        {"name": "tmp", "mountPath": TMP_MOUNT},
+        *security.volume_mounts,
     ]
     if job.snapshot_config_map:
         volumes.append({"name": "snapshot", "configMap": {"name": job.snapshot_config_map}})
@@ -251,7 +209,7 @@ def worker_job(
             "limits": {"memory": "2Gi"},
         },
         "volumeMounts": mounts,
-        "securityContext": worker_container_security(),
+        "securityContext": security.container,
     }
     spec: dict[str, Any] = {
         "backoffLimit": backoff_limit,
@@ -262,7 +220,7 @@ def worker_job(
                 "serviceAccountName": worker_name(run),
                 "automountServiceAccountToken": True,
                 "enableServiceLinks": False,
-                "securityContext": worker_pod_security(),
+                "securityContext": security.pod,
                 "containers": [container],
                 "volumes": volumes,
             },

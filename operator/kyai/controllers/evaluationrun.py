@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from kyai.api import EvaluationRunSpec, JudgeSpec
 from kyai.builders import evaluation as build
+from kyai.builders import owner_reference
 from kyai.controllers import _conditions as c
 from kyai.controllers._kube import KubeError
 from kyai.controllers._services import Services, post_event
@@ -679,7 +680,7 @@ class RunReconciler:
                         "name": graders_config_map_name(self.name),
                         "namespace": self.namespace,
                         "labels": build.run_labels(self.name, "judge"),
-                        "ownerReferences": [build.owner_reference(self.run)],
+                        "ownerReferences": [owner_reference(self.run)],
                     },
                     "data": {
                         f"{name}.json": json.dumps(declaration, indent=2)
@@ -708,7 +709,7 @@ class RunReconciler:
                     "name": judge.secret.secret,
                     "namespace": self.namespace,
                     "labels": build.run_labels(self.name, "judge"),
-                    "ownerReferences": [build.owner_reference(self.run)],
+                    "ownerReferences": [owner_reference(self.run)],
                 },
                 "data": {"api-key": source["data"][source_key]},
             }

@@ -19,7 +19,7 @@ import httpx
 from pydantic import ValidationError
 
 from kyai.api import SnapshotSpec
-from kyai.builders.evaluation import owner_reference
+from kyai.builders import owner_reference
 from kyai.constants import (
     LABEL_COMPONENT,
     LABEL_MANAGED_BY,
