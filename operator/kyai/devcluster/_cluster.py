@@ -30,6 +30,7 @@ from kyai.devcluster._controllers import (
 from kyai.devcluster._kubelet import DEFAULT_ENTRYPOINT, DEFAULT_LOCAL_IMAGES, Kubelet
 from kyai.devcluster._server import KUBERNETES_VERSION, ApiServer
 from kyai.devcluster._store import NAMESPACES, Store, now_rfc3339
+from kyai.devcluster._tokens import ADMIN_TOKEN
 
 Obj = dict[str, Any]
 
@@ -47,7 +48,7 @@ def kubeconfig(url: str, *, namespace: str = "default", name: str = "kyai-devclu
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": name, "cluster": {"server": url}}],
-        "users": [{"name": name, "user": {"token": "kyai-devcluster"}}],
+        "users": [{"name": name, "user": {"token": ADMIN_TOKEN}}],
         "contexts": [
             {"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}
         ],
