@@ -1,0 +1,191 @@
+"""The stand-in's HTTP server: the engine's routes around the LLM double's chat handler.
+
+Health and ``/v1/models`` are the engine's own; chat completions are answered by an
+:class:`~kyai.testing.LLMDouble` (never started itself: its request handler is mounted here),
+so scripted rules, the tokenizer and the context-length wording are the double's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from aiohttp import web
+
+from kyai.testing._double import LLMDouble
+from kyai.testing._model import DEFAULT_CONTENT, ModelSpec, Rule, count_prompt_tokens
+from kyai.testing._servers import error_answer
+from kyai.testing.engines._common import DEFAULT_REASONING, EngineStandin, ServeConfig
+
+#: Seconds in-flight requests get when the stand-in stops.
+SHUTDOWN_TIMEOUT_S = 1.0
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class StandinServer:
+    """One engine stand-in: loads for ``load_seconds`` (health 503), then serves (200).
+
+    ``rules`` script the answers (the double's :class:`~kyai.testing.Rule`); when none
+    matches, the answer is ``answer``, with ``reasoning`` as ``reasoning_content`` when the
+    command line enabled a reasoning parser.
+    """
+
+    def __init__(
+        self,
+        standin: EngineStandin,
+        config: ServeConfig,
+        *,
+        load_seconds: float = 0.0,
+        rules: Sequence[Rule] = (),
+        answer: str = DEFAULT_CONTENT,
+        reasoning: str = DEFAULT_REASONING,
+        host: str | None = None,
+    ) -> None:
+        self.standin = standin
+        self.config = config
+        self.load_seconds = load_seconds
+        self.host = config.bind_host() if host is None else host
+        style = standin.overflow_style or "sglang"  # TRT-LLM's ErrorResponse is the flat one
+        enforce = standin.overflow_style is not None
+        models = [
+            ModelSpec(
+                name,
+                max_model_len=config.max_model_len if enforce else None,
+                overflow_style=style,
+                clamp_max_tokens=config.clamp_max_tokens,
+            )
+            for name in config.served_names
+        ]
+        default = Rule(
+            content=answer,
+            reasoning_content=reasoning if config.reasoning_parser else None,
+        )
+        self.double = LLMDouble(models=models, rules=[*rules, default], api_key=config.api_key)
+        self._runner: web.AppRunner | None = None
+        self._ready_at = 0.0
+        self._port: int | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The port listened on (the command line's, or the one picked for port 0)."""
+        if self._port is None:
+            raise RuntimeError("The stand-in is not running.")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` of the running stand-in."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def loading(self) -> bool:
+        """Whether the simulated model load is still under way."""
+        return time.monotonic() < self._ready_at
+
+    async def start(self) -> StandinServer:
+        """Listen on the configured address; the load timer starts now."""
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        for path in self.standin.health_paths:
+            app.router.add_get(path, self._health)
+        app.router.add_get("/v1/models", self._loaded(self._models))
+        app.router.add_post("/v1/chat/completions", self._loaded(self._chat))
+        extra = self.standin.extra_routes(self.config) if self.standin.extra_routes else {}
+        for path, body in extra.items():
+            app.router.add_get(path, self._loaded(_json_handler(body)))
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self.config.port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+        self._ready_at = time.monotonic() + self.load_seconds
+        return self
+
+    async def stop(self) -> None:
+        """Stop listening (idempotent)."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def serve_until(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set."""
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()
+
+    # -- handlers ------------------------------------------------------------------------
+
+    async def _health(self, _: web.Request) -> web.Response:
+        return web.Response(status=503 if self.loading else 200)
+
+    def _loaded(self, handler: Handler) -> Handler:
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            if self.loading:
+                status, body = error_answer(
+                    self.double.style, 503, "The server is still loading the model."
+                )
+                return web.json_response(body, status=status)
+            return await handler(request)
+
+        return guarded
+
+    def _authorized(self, request: web.Request) -> bool:
+        key = self.config.api_key
+        return key is None or request.headers.get("Authorization") == f"Bearer {key}"
+
+    async def _models(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        cards = self.standin.model_cards(self.config, int(time.time()))
+        return web.json_response({"object": "list", "data": cards})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        if self.standin.overflow_message is not None and self._authorized(request):
+            refusal = await self._overflow(request)
+            if refusal is not None:
+                return refusal
+        # The double's own handler: rules, tokenizer, errors and the request record.
+        return await self.double._chat(request)
+
+    async def _overflow(self, request: web.Request) -> web.Response | None:
+        """The engine's own refusal of a request over the window (engines the double lacks)."""
+        assert self.standin.overflow_message is not None
+        try:
+            body: Any = json.loads(await request.read())
+        except ValueError:
+            return None  # the double words the malformed body
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return None
+        messages = [m for m in body["messages"] if isinstance(m, dict)]
+        requested = body.get("max_completion_tokens") or body.get("max_tokens")
+        if requested is not None and (
+            isinstance(requested, bool) or not isinstance(requested, int)
+        ):
+            return None
+        prompt = count_prompt_tokens(messages)
+        window = self.config.max_model_len
+        if prompt + (requested or 0) <= window and prompt < window:
+            return None
+        message = self.standin.overflow_message(prompt, window, requested)
+        status, payload = error_answer("sglang", 400, message)
+        return web.json_response(payload, status=status)
+
+
+def _json_handler(body: Any) -> Handler:
+    async def handler(_: web.Request) -> web.Response:
+        return web.json_response(body)
+
+    return handler
