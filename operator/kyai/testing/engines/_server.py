@@ -30,8 +30,8 @@ class StandinServer:
     """One engine stand-in: loads for ``load_seconds`` (health 503), then serves (200).
 
     ``rules`` script the answers (the double's :class:`~kyai.testing.Rule`); when none
-    matches, the answer is ``answer``, with ``reasoning`` as ``reasoning_content`` when the
-    command line enabled a reasoning parser.
+    matches, the answer is ``answer``. When the command line enables a reasoning parser, every
+    answer without scripted reasoning carries ``reasoning`` as ``reasoning_content``.
     """
 
     def __init__(
@@ -60,11 +60,13 @@ class StandinServer:
             )
             for name in config.served_names
         ]
-        default = Rule(
-            content=answer,
-            reasoning_content=reasoning if config.reasoning_parser else None,
-        )
-        self.double = LLMDouble(models=models, rules=[*rules, default], api_key=config.api_key)
+        scripted = [*rules, Rule(content=answer)]
+        if config.reasoning_parser:
+            # The parser splits the model's thinking off: every answer carries some.
+            for rule in scripted:
+                if rule.reasoning_content is None and rule.reasoning is None:
+                    rule.reasoning_content = reasoning
+        self.double = LLMDouble(models=models, rules=scripted, api_key=config.api_key)
         self._runner: web.AppRunner | None = None
         self._ready_at = 0.0
         self._port: int | None = None

@@ -148,7 +148,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
         model=model,
         served_names=served,
         host=parsed.host if parsed.host is not None else "0.0.0.0",
-        port=parsed.port,
+        port=parsed.port if parsed.port is not None else 8000,
         max_model_len=window,
         window_source=source,
         reasoning_parser=parsed.reasoning_parser or None,
