@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck unit demo bench bench-operator crds clean
+.PHONY: setup test lint typecheck unit demo bench bench-operator crds e2e clean
 
 setup: $(STAMP)
 
@@ -46,6 +46,11 @@ bench: $(STAMP)
 ## make bench-operator: 100 EvaluationRuns over 10 Workloads in kyai devcluster.
 bench-operator: $(STAMP)
 	$(BIN)/python bench/bench_operator.py
+
+## make e2e: the system tests against a kind cluster running the Helm chart (needs kind,
+## kubectl, docker or podman, and `make image`): see README, "Real-cluster tests".
+e2e: $(STAMP)
+	BIN=$(BIN) bash tests/e2e/kind.sh
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache out
