@@ -31,7 +31,14 @@ from kyai.constants import ENGINE_PORT
 from kyai.engines import engine_command, served_model_name
 from kyai.evaluation import parse_overflow
 from kyai.testing import count_prompt_tokens
-from kyai.testing.engines import ServeConfig, StandinUsageError, parse_command_line
+from kyai.testing.engines import (
+    STANDINS,
+    ServeConfig,
+    StandinServer,
+    StandinUsageError,
+    engine_of,
+    parse_command_line,
+)
 
 LOAD_SECONDS = 1.0
 START_TIMEOUT_S = 20.0
@@ -314,6 +321,14 @@ def test_an_unknown_flag_fails_as_the_engine_fails(
         assert err.startswith("Usage: trtllm-serve serve [OPTIONS] MODEL")
 
 
+def test_the_engine_is_told_from_the_operators_command_lines() -> None:
+    for framework, (spec, args, _, _) in CASES.items():
+        assert engine_of(engine_command(spec, args).argv) == framework
+    assert engine_of(["/usr/local/bin/vllm", "serve", "m"]) == "vllm"
+    assert engine_of(["python", "-m", "sglang.launch_server"]) == "sglang"
+    assert engine_of(["kyai", "generate"]) is None and engine_of([]) is None
+
+
 def test_a_command_line_of_no_known_engine_is_refused(tmp_path: Path) -> None:
     process = start(["llama-server", "-m", "model.gguf"], tmp_path)
     _, err = process.communicate(timeout=30)
@@ -381,3 +396,54 @@ def test_pod_ip_replaces_any_address_only() -> None:
     assert config.bind_host({}) == "0.0.0.0"
     pinned = parse(["vllm", "serve", "m", "--host", "127.0.0.1"])
     assert pinned.bind_host({"KYAI_DEVCLUSTER_POD_IP": "127.1.2.3"}) == "127.0.0.1"
+
+
+# -- in the test's event loop ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "routes"),
+    [
+        (["vllm", "serve", "m", "--api-key", "sk-1", "--port", "0"], {"/version"}),
+        (
+            [
+                "python3",
+                "-m",
+                "sglang.launch_server",
+                "--model",
+                "m",
+                "--api-key",
+                "sk-1",
+                "--port",
+                "0",
+            ],
+            {"/get_model_info", "/health_generate"},
+        ),
+    ],
+)
+async def test_api_key_guards_the_openai_routes_not_health(
+    argv: list[str], routes: set[str]
+) -> None:
+    config = parse_command_line(argv, {})
+    server = StandinServer(STANDINS[config.engine], config, host="127.0.0.1")
+    await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            assert (await client.get("/health")).status_code == 200
+            assert (await client.get("/v1/models")).status_code == 401
+            chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+            refused = await client.post("/v1/chat/completions", json=chat)
+            assert refused.status_code == 401 and refused.json() == {"error": "Unauthorized"}
+            auth = {"Authorization": "Bearer sk-1"}
+            assert (await client.get("/v1/models", headers=auth)).json()["data"][0]["id"] == "m"
+            answer = await client.post("/v1/chat/completions", json=chat, headers=auth)
+            assert answer.json()["choices"][0]["message"]["content"] == "OK"
+            for route in routes:
+                assert (await client.get(route)).status_code == 200, route
+            unknown = await client.post(
+                "/v1/chat/completions", json={**chat, "model": "other"}, headers=auth
+            )
+            assert unknown.status_code == 404
+            assert "The model `other` does not exist." in unknown.text
+    finally:
+        await server.stop()

@@ -58,11 +58,19 @@ STANDINS: Mapping[str, EngineStandin] = {
 }
 
 
-def standin_for(argv: Sequence[str]) -> EngineStandin:
-    """The stand-in of the engine ``argv`` starts; :class:`StandinUsageError` if none."""
+def engine_of(argv: Sequence[str]) -> str | None:
+    """The engine (vllm, sglang, trtllm) a command line starts, or None."""
     for standin in STANDINS.values():
         if standin.matches(argv):
-            return standin
+            return standin.name
+    return None
+
+
+def standin_for(argv: Sequence[str]) -> EngineStandin:
+    """The stand-in of the engine ``argv`` starts; :class:`StandinUsageError` if none."""
+    name = engine_of(argv)
+    if name is not None:
+        return STANDINS[name]
     shown = " ".join(argv[:3]) or "(empty)"
     raise StandinUsageError(
         "kyai.testing.engines: cannot tell the engine from the command line "
@@ -91,6 +99,7 @@ __all__ = [
     "ServeConfig",
     "StandinServer",
     "StandinUsageError",
+    "engine_of",
     "load_seconds",
     "parse_command_line",
     "standin_for",
