@@ -253,6 +253,11 @@ def test_context_overflow_is_refused_in_the_engine_wording(
     prompt = count_prompt_tokens(messages)
     body = {"model": served_model_name(spec), "messages": messages, "max_tokens": window}
     answer = httpx.post(server.url + "/v1/chat/completions", json=body)
+    if framework == "trtllm":
+        # The PyTorch backend does not check max_tokens: generation stops at max_seq_len.
+        assert answer.status_code == 200
+        assert answer.json()["usage"]["completion_tokens"] <= window - prompt
+        return
     assert answer.status_code == 400
     payload = answer.json()
     if framework == "vllm":
@@ -264,16 +269,8 @@ def test_context_overflow_is_refused_in_the_engine_wording(
         assert payload["object"] == "error" and payload["code"] == 400
         assert f"maximum context length of {window} tokens" in message
         assert f"{prompt} tokens from the input messages" in message
-    else:
-        message = payload["message"]
-        assert payload["object"] == "error" and payload["code"] == 400
-        assert message == (
-            f"The sum of prompt length ({prompt}) and query length (0) max_tokens ({window}) "
-            f"should not exceed max_seq_len ({window})"
-        )
-    if framework != "trtllm":
-        overflow = parse_overflow(400, payload, answer.text)
-        assert overflow is not None and overflow.window == window
+    overflow = parse_overflow(400, payload, answer.text)
+    assert overflow is not None and overflow.window == window
     fits = {**body, "max_tokens": window - prompt - 1}
     assert httpx.post(server.url + "/v1/chat/completions", json=fits).status_code == 200
 
@@ -447,3 +444,64 @@ async def test_api_key_guards_the_openai_routes_not_health(
             assert "The model `other` does not exist." in unknown.text
     finally:
         await server.stop()
+
+
+@pytest.mark.parametrize(
+    ("flags", "content", "max_tokens", "expected"),
+    [
+        (  # the PyTorch backend refuses a prompt over max_num_tokens
+            ["--max_num_tokens", "16"],
+            "x" * 80,
+            None,
+            "The sum of prompt length (20.0), query length (0) should not exceed "
+            "max_num_tokens (16)",
+        ),
+        (  # ... but not with chunked prefill, where only the window counts
+            ["--max_num_tokens", "16", "--enable_chunked_prefill"],
+            "x" * 80,
+            None,
+            None,
+        ),
+        (  # the TensorRT backend refuses prompt + max_tokens over max_seq_len
+            ["--backend", "trt"],
+            "x" * 80,
+            100,
+            "The sum of prompt length (20.0) and query length (0) max_tokens (100) should not "
+            "exceed max_seq_len (64)",
+        ),
+        (["--backend", "tensorrt"], "x" * 80, 44, None),
+        (  # a prompt that fills the window
+            [],
+            "x" * 256,
+            None,
+            "The sum of prompt length (64.0) and query length (0) max_tokens (None) should not "
+            "exceed max_seq_len (64)",
+        ),
+    ],
+)
+async def test_trtllm_refusals_follow_the_backend(
+    flags: list[str], content: str, max_tokens: int | None, expected: str | None
+) -> None:
+    argv = ["trtllm-serve", "m", "--port", "0", "--max_seq_len", "64", *flags]
+    config = parse_command_line(argv, {})
+    server = StandinServer(STANDINS["trtllm"], config, host="127.0.0.1")
+    await server.start()
+    try:
+        body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": content}]}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            answer = await client.post("/v1/chat/completions", json=body)
+    finally:
+        await server.stop()
+    if expected is None:
+        assert answer.status_code == 200, answer.text
+    else:
+        assert answer.status_code == 400
+        assert answer.json() == {
+            "object": "error",
+            "message": expected,
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }

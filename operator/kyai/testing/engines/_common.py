@@ -14,7 +14,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -88,7 +88,12 @@ class ServeConfig:
     """The engine version the flag table is from."""
     clamp_max_tokens: bool = False
     """Shrink an oversized ``max_tokens`` instead of refusing it (SGLang's
-    ``--allow-auto-truncate``)."""
+    ``--allow-auto-truncate``, TensorRT-LLM's PyTorch backend)."""
+    enforce_window: bool = True
+    """Whether the double enforces (or clamps to) the window; False when the stand-in's own
+    ``refusal`` is the only check (TensorRT-LLM's TensorRT backend)."""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """Engine-specific settings the stand-in imitates (e.g. TensorRT-LLM's backend)."""
 
     def bind_host(self, environ: Mapping[str, str] | None = None) -> str:
         """The address to bind: the pod's IP when the command line says "all interfaces"."""
@@ -274,10 +279,12 @@ class EngineStandin:
     :class:`StandinUsageError` as the engine would."""
     model_cards: Callable[[ServeConfig, int], list[dict[str, Any]]]
     """The ``data`` of ``/v1/models`` at a creation time."""
-    overflow_style: OverflowStyle | None
-    """The double's wording for context overflows, or None when the stand-in words them."""
-    overflow_message: Callable[[int, int, int | None], str] | None = None
-    """For engines the double does not know: the overflow message (prompt, window, max)."""
+    overflow_style: OverflowStyle
+    """The double's wording and error shape (for TensorRT-LLM: the flat ``sglang`` one, as its
+    ``ErrorResponse`` has the same fields)."""
+    refusal: Callable[[ServeConfig, int, int | None], str | None] | None = None
+    """For engines the double does not know: the 400 message refusing a request of so many
+    prompt tokens and ``max_tokens``, or None to let the double answer."""
     health_paths: tuple[str, ...] = ("/health",)
     """Routes answering 503 while loading, then 200 with an empty body."""
     extra_routes: Callable[[ServeConfig], dict[str, Any]] | None = None

@@ -49,13 +49,11 @@ class StandinServer:
         self.config = config
         self.load_seconds = load_seconds
         self.host = config.bind_host() if host is None else host
-        style = standin.overflow_style or "sglang"  # TRT-LLM's ErrorResponse is the flat one
-        enforce = standin.overflow_style is not None
         models = [
             ModelSpec(
                 name,
-                max_model_len=config.max_model_len if enforce else None,
-                overflow_style=style,
+                max_model_len=config.max_model_len if config.enforce_window else None,
+                overflow_style=standin.overflow_style,
                 clamp_max_tokens=config.clamp_max_tokens,
             )
             for name in config.served_names
@@ -155,16 +153,16 @@ class StandinServer:
         return web.json_response({"object": "list", "data": cards})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
-        if self.standin.overflow_message is not None and self._authorized(request):
-            refusal = await self._overflow(request)
-            if refusal is not None:
-                return refusal
+        if self.standin.refusal is not None and self._authorized(request):
+            refused = await self._refusal(request)
+            if refused is not None:
+                return refused
         # The double's own handler: rules, tokenizer, errors and the request record.
         return await self.double._chat(request)
 
-    async def _overflow(self, request: web.Request) -> web.Response | None:
-        """The engine's own refusal of a request over the window (engines the double lacks)."""
-        assert self.standin.overflow_message is not None
+    async def _refusal(self, request: web.Request) -> web.Response | None:
+        """The engine's own refusal of a request too long for it (engines the double lacks)."""
+        assert self.standin.refusal is not None
         try:
             body: Any = json.loads(await request.read())
         except ValueError:
@@ -177,12 +175,10 @@ class StandinServer:
             isinstance(requested, bool) or not isinstance(requested, int)
         ):
             return None
-        prompt = count_prompt_tokens(messages)
-        window = self.config.max_model_len
-        if prompt + (requested or 0) <= window and prompt < window:
+        message = self.standin.refusal(self.config, count_prompt_tokens(messages), requested)
+        if message is None:
             return None
-        message = self.standin.overflow_message(prompt, window, requested)
-        status, payload = error_answer("sglang", 400, message)
+        status, payload = error_answer(self.standin.overflow_style, 400, message)
         return web.json_response(payload, status=status)
 
 

@@ -13,10 +13,17 @@ Read from TensorRT-LLM (default image ``nvcr.io/nvidia/tensorrt-llm/release:1.0.
   body (503 while the executor is not healthy), ``/version``.
 - ``tensorrt_llm/serve/openai_protocol.py``: a ``/v1/models`` card is ``id``, ``object``,
   ``created`` and ``owned_by: tensorrt_llm``, with no context length.
-- ``--max_seq_len`` (else the model's config.json) caps prompt plus ``max_tokens``; a request
-  over it is a 400 in the flat ``ErrorResponse`` shape with the LLM API's
-  ``"The sum of prompt length (P) and query length (0) max_tokens (M) should not exceed
-  max_seq_len (N)"`` wording.
+- ``tensorrt_llm/llmapi/llm.py`` ``_check_arguments`` (read at a commit newer than 1.0; the
+  wording has changed between releases): with the default PyTorch backend, unless
+  ``--enable_chunked_prefill``, a prompt longer than ``--max_num_tokens`` (default 8192) is
+  refused ("The sum of prompt length (P), query length (0) should not exceed max_num_tokens
+  (N)"; P is printed as a float, divided by the context-parallel size) and ``max_tokens`` is
+  not checked: generation stops at ``--max_seq_len`` (else the model's config.json), which the
+  stand-in imitates by clamping. With ``--backend tensorrt`` prompt plus ``max_tokens`` over
+  ``max_seq_len`` is refused ("The sum of prompt length (P) and query length (0) max_tokens (M)
+  should not exceed max_seq_len (N)"). Refusals are 400s in the flat ``ErrorResponse`` shape.
+  A prompt that alone fills ``max_seq_len`` on the PyTorch backend is refused with the
+  ``max_seq_len`` wording too (an approximation: the real server fails it in the executor).
 - ``--reasoning_parser``: the answer carries ``reasoning_content``.
 """
 
@@ -58,7 +65,7 @@ class _DefaultGroup(click.Group):
 
 def _serve_command() -> click.Command:
     params: list[click.Parameter] = [click.Argument(["model"], type=str)]
-    types: dict[str, Any] = {"--port": int, "--max_seq_len": int}
+    types: dict[str, Any] = {"--port": int, "--max_seq_len": int, "--max_num_tokens": int}
     for entry in flag_table("trtllm")["flags"]:
         options: list[str] = entry["options"]
         kind = entry["kind"]
@@ -101,6 +108,15 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
         )
     model: str = values["model"]
     window, source = resolve_window(values["max_seq_len"], "--max_seq_len", model, environ)
+    backend = {"trt": "tensorrt"}.get(
+        values["backend"] or "pytorch", values["backend"] or "pytorch"
+    )
+    max_num_tokens = values["max_num_tokens"] if values["max_num_tokens"] is not None else 8192
+    settings = {
+        "backend": backend,
+        "max_num_tokens": max_num_tokens,
+        "chunked_prefill": bool(values["enable_chunked_prefill"]),
+    }
     return ServeConfig(
         engine="trtllm",
         model=model,
@@ -111,6 +127,9 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
         window_source=source,
         reasoning_parser=values["reasoning_parser"] or None,
         version=flag_table("trtllm")["version"],
+        clamp_max_tokens=backend != "tensorrt",
+        enforce_window=backend != "tensorrt",
+        settings=settings,
     )
 
 
@@ -122,12 +141,25 @@ def model_cards(config: ServeConfig, created: int) -> list[dict[str, Any]]:
     ]
 
 
-def overflow_message(prompt_tokens: int, window: int, max_tokens: int | None) -> str:
-    """The LLM API's refusal of a prompt plus ``max_tokens`` over ``--max_seq_len``."""
-    return (
-        f"The sum of prompt length ({prompt_tokens}) and query length (0) max_tokens "
-        f"({max_tokens or 0}) should not exceed max_seq_len ({window})"
+def refusal(config: ServeConfig, prompt_tokens: int, max_tokens: int | None) -> str | None:
+    """The LLM API's refusal of a request too long for the server, or None."""
+    settings = config.settings
+    window = config.max_model_len
+    prompt = float(prompt_tokens)  # prompt_len / cp_size: a float in the message
+    over_window = (
+        f"The sum of prompt length ({prompt}) and query length (0) max_tokens ({max_tokens}) "
+        f"should not exceed max_seq_len ({window})"
     )
+    chunked = bool(settings.get("chunked_prefill"))
+    if settings.get("backend") == "tensorrt":
+        return over_window if not chunked and prompt_tokens + (max_tokens or 0) > window else None
+    limit = settings.get("max_num_tokens")
+    if settings.get("backend") == "pytorch" and not chunked and limit and prompt_tokens > limit:
+        return (
+            f"The sum of prompt length ({prompt}), query length (0) should not exceed "
+            f"max_num_tokens ({limit})"
+        )
+    return over_window if prompt_tokens >= window else None
 
 
 def _extra_routes(config: ServeConfig) -> dict[str, Any]:
@@ -139,7 +171,7 @@ STANDIN = EngineStandin(
     matches=matches,
     parse=parse,
     model_cards=model_cards,
-    overflow_style=None,
-    overflow_message=overflow_message,
+    overflow_style="sglang",  # ErrorResponse: the flat object/message/type/param/code body
+    refusal=refusal,
     extra_routes=_extra_routes,
 )
