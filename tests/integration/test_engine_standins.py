@@ -348,7 +348,7 @@ def test_vllm_spellings_defaults_and_refusals() -> None:
     assert config.window_source == "--max-model-len" and config.port == 8000
     assert parse(["vllm", "serve", "org/m", "--max-model-len", "1K"]).max_model_len == 1024
     two = parse(["vllm", "serve", "org/m", "--served-model-name", "a", "b", "--api-key", "k"])
-    assert two.served_names == ("a", "b") and two.api_key == "k"
+    assert two.served_names == ("a", "b") and two.api_keys == ("k",)
     assert parse(["vllm", "serve", "org/m", "--no-enforce-eager"]).engine == "vllm"
     with pytest.raises(StandinUsageError) as refused:
         parse(["vllm", "serve", "--model", "org/m"])
@@ -399,9 +399,13 @@ def test_pod_ip_replaces_any_address_only() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "routes"),
+    ("argv", "open_routes", "guarded_routes"),
     [
-        (["vllm", "serve", "m", "--api-key", "sk-1", "--port", "0"], {"/version"}),
+        (
+            ["vllm", "serve", "m", "--api-key", "sk-0", "sk-1", "--port", "0"],
+            {"/health", "/version"},
+            set(),
+        ),
         (
             [
                 "python3",
@@ -414,29 +418,34 @@ def test_pod_ip_replaces_any_address_only() -> None:
                 "--port",
                 "0",
             ],
-            {"/get_model_info", "/health_generate"},
+            {"/health", "/health_generate"},
+            {"/get_model_info"},
         ),
     ],
 )
-async def test_api_key_guards_the_openai_routes_not_health(
-    argv: list[str], routes: set[str]
+async def test_api_key_guards_the_routes_the_engine_guards(
+    argv: list[str], open_routes: set[str], guarded_routes: set[str]
 ) -> None:
     config = parse_command_line(argv, {})
     server = StandinServer(STANDINS[config.engine], config, host="127.0.0.1")
     await server.start()
     try:
         async with httpx.AsyncClient(base_url=server.url) as client:
-            assert (await client.get("/health")).status_code == 200
-            assert (await client.get("/v1/models")).status_code == 401
+            for route in open_routes:
+                assert (await client.get(route)).status_code == 200, route
+            for route in {*guarded_routes, "/v1/models"}:
+                assert (await client.get(route)).status_code == 401, route
+            wrong = {"Authorization": "Bearer sk-2"}
+            assert (await client.get("/v1/models", headers=wrong)).status_code == 401
             chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
             refused = await client.post("/v1/chat/completions", json=chat)
             assert refused.status_code == 401 and refused.json() == {"error": "Unauthorized"}
-            auth = {"Authorization": "Bearer sk-1"}
+            auth = {"Authorization": "bearer sk-1"}
             assert (await client.get("/v1/models", headers=auth)).json()["data"][0]["id"] == "m"
+            for route in guarded_routes:
+                assert (await client.get(route, headers=auth)).status_code == 200, route
             answer = await client.post("/v1/chat/completions", json=chat, headers=auth)
             assert answer.json()["choices"][0]["message"]["content"] == "OK"
-            for route in routes:
-                assert (await client.get(route)).status_code == 200, route
             unknown = await client.post(
                 "/v1/chat/completions", json={**chat, "model": "other"}, headers=auth
             )

@@ -82,8 +82,8 @@ class ServeConfig:
     """Where the window came from: the flag's name, ``config.json`` or ``default``."""
     reasoning_parser: str | None = None
     """The reasoning parser's name when one is enabled."""
-    api_key: str | None = None
-    """The API key the server requires, if any."""
+    api_keys: tuple[str, ...] = ()
+    """The API keys the server accepts (none: no key needed)."""
     version: str = ""
     """The engine version the flag table is from."""
     clamp_max_tokens: bool = False
@@ -285,6 +285,8 @@ class EngineStandin:
     refusal: Callable[[ServeConfig, int, int | None], str | None] | None = None
     """For engines the double does not know: the 400 message refusing a request of so many
     prompt tokens and ``max_tokens``, or None to let the double answer."""
+    auth_exempt: Callable[[str], bool] = lambda path: not path.startswith("/v1")
+    """Paths served without the API key (vLLM's middleware guards only ``/v1``)."""
     health_paths: tuple[str, ...] = ("/health",)
     """Routes answering 503 while loading, then 200 with an empty body."""
     extra_routes: Callable[[ServeConfig], dict[str, Any]] | None = None

@@ -8,6 +8,7 @@ so scripted rules, the tokenizer and the context-length wording are the double's
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -64,7 +65,8 @@ class StandinServer:
             for rule in scripted:
                 if rule.reasoning_content is None and rule.reasoning is None:
                     rule.reasoning_content = reasoning
-        self.double = LLMDouble(models=models, rules=scripted, api_key=config.api_key)
+        # The API key is checked by the stand-in's middleware, on the engine's own routes.
+        self.double = LLMDouble(models=models, rules=scripted)
         self._runner: web.AppRunner | None = None
         self._ready_at = 0.0
         self._port: int | None = None
@@ -91,7 +93,7 @@ class StandinServer:
 
     async def start(self) -> StandinServer:
         """Listen on the configured address; the load timer starts now."""
-        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=[self._authenticate])
         for path in self.standin.health_paths:
             app.router.add_get(path, self._health)
         app.router.add_get("/v1/models", self._loaded(self._models))
@@ -143,17 +145,29 @@ class StandinServer:
         return guarded
 
     def _authorized(self, request: web.Request) -> bool:
-        key = self.config.api_key
-        return key is None or request.headers.get("Authorization") == f"Bearer {key}"
+        if not self.config.api_keys or self.standin.auth_exempt(request.path):
+            return True
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        # Compare every key in constant time, as vLLM does.
+        matched = False
+        for key in self.config.api_keys:
+            matched |= hmac.compare_digest(token.encode(), key.encode())
+        return matched
 
-    async def _models(self, request: web.Request) -> web.Response:
-        if not self._authorized(request):
+    @web.middleware
+    async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method != "OPTIONS" and not self._authorized(request):
             return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    async def _models(self, _: web.Request) -> web.Response:
         cards = self.standin.model_cards(self.config, int(time.time()))
         return web.json_response({"object": "list", "data": cards})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
-        if self.standin.refusal is not None and self._authorized(request):
+        if self.standin.refusal is not None:
             refused = await self._refusal(request)
             if refused is not None:
                 return refused

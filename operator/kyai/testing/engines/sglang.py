@@ -15,6 +15,9 @@ Read from SGLang 0.5.3 (the default image ``lmsysorg/sglang:v0.5.3-cu129``):
   ``/get_model_info`` gives the model path.
 - ``srt/managers/tokenizer_manager.py``: the context-length 400s (``sglang`` style of
   :mod:`kyai.testing`), unless ``--allow-auto-truncate`` shrinks ``max_new_tokens``.
+- ``srt/utils/common.py`` ``add_api_key_middleware``: with ``--api-key`` every route but
+  ``/health*`` and ``/metrics*`` needs ``Authorization: Bearer KEY`` (else 401
+  ``{"error": "Unauthorized"}``).
 - ``--reasoning-parser``: the answer carries ``reasoning_content``.
 """
 
@@ -69,7 +72,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
         max_model_len=window,
         window_source=source,
         reasoning_parser=parsed.reasoning_parser or None,
-        api_key=parsed.api_key or None,
+        api_keys=(parsed.api_key,) if parsed.api_key else (),
         version=flag_table("sglang")["version"],
         clamp_max_tokens=bool(parsed.allow_auto_truncate),
     )
@@ -102,8 +105,14 @@ def _extra_routes(config: ServeConfig) -> dict[str, Any]:
     }
 
 
+def _auth_exempt(path: str) -> bool:
+    """SGLang's api-key middleware lets only ``/health*`` and ``/metrics*`` through."""
+    return path.startswith(("/health", "/metrics"))
+
+
 STANDIN = EngineStandin(
     name="sglang",
+    auth_exempt=_auth_exempt,
     matches=matches,
     parse=parse,
     model_cards=model_cards,

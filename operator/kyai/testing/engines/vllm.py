@@ -16,6 +16,8 @@ Read from vLLM 0.11.0 (the default image ``vllm/vllm-openai:v0.11.0``):
   ``max_model_len`` and one ``model_permission``.
 - ``entrypoints/openai/api_server.py``: ``GET /health`` is 200 with an empty body (503 when
   the engine is dead; the real server does not listen before it has loaded), ``/version``.
+- ``entrypoints/openai/api_server.py`` ``AuthenticationMiddleware``: with ``--api-key`` (one or
+  more; else ``VLLM_API_KEY``) only paths under ``/v1`` need ``Authorization: Bearer KEY``.
 - Context overflow: the 0.6-0.11 wording (``kyai.testing``'s ``vllm_v0_10`` style).
 - ``--reasoning-parser``: the answer carries ``reasoning_content``.
 """
@@ -152,7 +154,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
         max_model_len=window,
         window_source=source,
         reasoning_parser=parsed.reasoning_parser or None,
-        api_key=api_keys[0] if api_keys else None,
+        api_keys=tuple(api_keys),
         version=flag_table("vllm")["version"],
     )
 
