@@ -7,9 +7,8 @@ per engine next to the stand-ins::
 
     pip download --no-deps -d /tmp/src vllm==0.11.0 sglang==0.5.3
     (unzip both wheels into /tmp/src/vllm and /tmp/src/sglang)
-    python scripts/extract_engine_flags.py vllm /tmp/src/vllm 0.11.0
-    python scripts/extract_engine_flags.py sglang /tmp/src/sglang 0.5.3
-    python scripts/extract_engine_flags.py trtllm /tmp/src/TensorRT-LLM 1.0.0
+    python scripts/extract_engine_flags.py vllm /tmp/src/vllm 0.11.0 "where it came from"
+    python scripts/extract_engine_flags.py sglang /tmp/src/sglang 0.5.3 "where it came from"
 
 ``vllm``
     ``vllm/engine/arg_utils.py`` (``EngineArgs.add_cli_args``, ``AsyncEngineArgs.add_cli_args``)
@@ -20,7 +19,9 @@ per engine next to the stand-ins::
 ``sglang``
     ``python/sglang/srt/server_args.py`` (``ServerArgs.add_cli_args``).
 ``trtllm``
-    ``tensorrt_llm/commands/serve.py`` (the click ``serve`` command's ``@click.option`` calls).
+    Not extracted: TensorRT-LLM's wheels come only from NVIDIA's index, so ``flags/trtllm.json``
+    was transcribed from the click options of ``tensorrt_llm/commands/serve.py``'s ``serve``
+    command (``"kind": "flag"`` for ``is_flag``, ``"append"`` for ``multiple``).
 
 Each table entry is ``{"options": [...], "kind": ...}`` with kind one of ``flag`` (no value),
 ``bool`` (``--x`` / ``--no-x``), ``value``, ``list`` (one or more values), ``optional`` (zero
@@ -198,32 +199,10 @@ def sglang(root: Path) -> list[dict[str, Any]]:
     return _entries_of_calls(_function(tree, "add_cli_args", "ServerArgs"))
 
 
-def trtllm(root: Path) -> list[dict[str, Any]]:
-    """The options of ``trtllm-serve serve``."""
-    tree = ast.parse((root / "tensorrt_llm/commands/serve.py").read_text(encoding="utf-8"))
-    entries: list[dict[str, Any]] = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.FunctionDef) and node.name == "serve"):
-            continue
-        for decorator in node.decorator_list:
-            if not (
-                isinstance(decorator, ast.Call) and ast.unparse(decorator.func) == "click.option"
-            ):
-                continue
-            options = _options(decorator)
-            is_flag = _const_kw(decorator, "is_flag") is True
-            multiple = _const_kw(decorator, "multiple") is True
-            kind = "flag" if is_flag else "append" if multiple else "value"
-            if any("/" in option for option in options):
-                kind = "bool"
-            entries.append({"options": options, "kind": kind})
-    return entries
-
-
 def main(argv: list[str]) -> int:
     """``ENGINE ROOT VERSION [SOURCE]``: write ``flags/ENGINE.json``."""
     engine, root, version = argv[0], Path(argv[1]), argv[2]
-    extract = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm}[engine]
+    extract = {"vllm": vllm, "sglang": sglang}[engine]
     entries = extract(root)
     seen: set[str] = set()
     unique = []
