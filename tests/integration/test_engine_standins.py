@@ -347,6 +347,12 @@ def test_vllm_spellings_defaults_and_refusals() -> None:
     assert config.served_names == ("org/m",) and config.max_model_len == 32_000
     assert config.window_source == "--max-model-len" and config.port == 8000
     assert parse(["vllm", "serve", "org/m", "--max-model-len", "1K"]).max_model_len == 1024
+    assert parse(["vllm", "serve", "org/m", "--max-model-len", "25.6k"]).max_model_len == 25_600
+    with pytest.raises(StandinUsageError) as binary:
+        parse(["vllm", "serve", "org/m", "--max-model-len", "1.5K"])
+    assert "argument --max-model-len: Decimals are not allowed with binary suffixes like K." in (
+        binary.value.output
+    )
     two = parse(["vllm", "serve", "org/m", "--served-model-name", "a", "b", "--api-key", "k"])
     assert two.served_names == ("a", "b") and two.api_keys == ("k",)
     assert parse(["vllm", "serve", "org/m", "--no-enforce-eager"]).engine == "vllm"

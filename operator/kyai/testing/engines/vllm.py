@@ -45,6 +45,7 @@ from kyai.testing.engines._common import (
 _SUBCOMMANDS = ("chat", "complete", "serve", "bench", "collect-env", "run-batch")
 _KEY = re.compile(r"(?<=--)[^.]*")
 _SUFFIXES = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
+_BINARY = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
 def matches(argv: Sequence[str]) -> bool:
@@ -56,13 +57,16 @@ def human_readable_int(text: str) -> int:
     """Parse like vLLM's ``human_readable_int``: ``1k`` = 1000, ``1K`` = 1024 (also m, g)."""
     match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgG])", text.strip())
     if match is None:
-        return int(text)
+        return int(text.strip())
     number, suffix = match.groups()
-    factor = _SUFFIXES[suffix.lower()]
-    if suffix.isupper():
-        factor = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[suffix.lower()]
-        return int(number) * factor
-    return int(float(number) * factor)
+    if suffix.islower():
+        return int(float(number) * _SUFFIXES[suffix])
+    if "." in number:
+        raise argparse.ArgumentTypeError(
+            f"Decimals are not allowed with binary suffixes like {suffix}. Did you mean to use "
+            f"{number}{suffix.lower()} instead?"
+        )
+    return int(number) * _BINARY[suffix]
 
 
 def _preprocess(args: Sequence[str]) -> list[str]:
