@@ -39,6 +39,7 @@ from kyai.testing.engines import (
     engine_of,
     parse_command_line,
 )
+from kyai.testing.engines.__main__ import main as standin_main
 
 LOAD_SECONDS = 1.0
 START_TIMEOUT_S = 20.0
@@ -520,3 +521,30 @@ async def test_trtllm_refusals_follow_the_backend(
             "param": None,
             "code": 400,
         }
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"KYAI_STANDIN_LOAD_SECONDS": "soon"}, "KYAI_STANDIN_LOAD_SECONDS='soon' is not a number"),
+        ({"KYAI_STANDIN_LOAD_SECONDS": "-1"}, "KYAI_STANDIN_LOAD_SECONDS='-1' must be a non-neg"),
+        ({"KYAI_STANDIN_MAX_MODEL_LEN": "big"}, "KYAI_STANDIN_MAX_MODEL_LEN='big' is not an int"),
+        ({"KYAI_STANDIN_RULES": "/nonexistent/rules.json"}, "KYAI_STANDIN_RULES=/nonexistent"),
+    ],
+)
+def test_bad_settings_exit_2_naming_the_variable(
+    env: dict[str, str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert standin_main(["vllm", "serve", "m", "--port", "0"], env) == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_a_bad_rules_file_names_the_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps([{"match": "x", "colour": "red"}]))
+    env = {"KYAI_STANDIN_RULES": str(rules)}
+    assert standin_main(["trtllm-serve", "m", "--port", "0"], env) == 2
+    err = capsys.readouterr().err
+    assert str(rules) in err and "Rule #0 has unknown fields ['colour']" in err
