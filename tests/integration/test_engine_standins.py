@@ -41,7 +41,7 @@ from kyai.testing.engines import (
 )
 from kyai.testing.engines.__main__ import main as standin_main
 
-LOAD_SECONDS = 1.0
+LOAD_SECONDS = 2.0  # long enough to be seen loading on a busy machine
 START_TIMEOUT_S = 20.0
 RULES = [
     {"match": "France", "content": "Paris"},
