@@ -16,6 +16,7 @@ from kyai.api._base import (
     LocalObjectReference,
     SecretKeyReference,
     StatusBase,
+    status_patch,
 )
 from kyai.api._crd import PrinterColumn, crd, model_schema, structural
 from kyai.api.engineargsset import (
@@ -217,5 +218,6 @@ __all__ = [
     "crd",
     "custom_resource_definitions",
     "model_schema",
+    "status_patch",
     "structural",
 ]

@@ -76,7 +76,6 @@ class Condition(KyaiModel):
 Conditions = Annotated[
     list[Condition],
     Field(
-        default_factory=list,
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],
@@ -92,7 +91,16 @@ class StatusBase(KyaiModel):
 
     observed_generation: int | None = None
     """The metadata.generation this status describes."""
-    conditions: Conditions
+    conditions: Conditions = Field(default_factory=list)
     """The current conditions (list-map keyed by type)."""
     message: str | None = None
     """A one-line human summary of the current state."""
+
+
+def status_patch(status: StatusBase) -> dict[str, Any]:
+    """The merge patch of a status model: the fields set (camelCase), a None one deleting.
+
+    Writers build status through the models so that a key is spelled once, in api/; fields
+    set to None stay in the patch as ``null``, which a JSON merge patch reads as "remove".
+    """
+    return status.model_dump(mode="json", by_alias=True, exclude_unset=True)

@@ -7,8 +7,9 @@ condition records the ``observedGeneration`` it was computed from.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
+
+from kyai._clock import now as now  # re-exported: c.now() in the controllers
 
 # Condition types.
 READY = "Ready"
@@ -49,11 +50,6 @@ SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 THRESHOLDS_MET = "ThresholdsMet"
 THRESHOLDS_MISSED = "ThresholdsMissed"
-
-
-def now() -> str:
-    """The current time, RFC 3339, seconds, UTC."""
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def set_condition(
