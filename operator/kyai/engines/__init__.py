@@ -9,21 +9,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from kyai.api.engineargsset import EngineArgsSetSpec
-from kyai.api.workload import WorkloadSpec
 from kyai.engines import sglang, trtllm, vllm
 from kyai.engines._common import (
     Engine,
     EngineArgsError,
     EngineCommand,
+    canonical_flag,
     check_engine_args,
     engine_env,
     flag_name,
     render_flags,
 )
 
-#: Every supported framework's profile, by its name in the API.
+if TYPE_CHECKING:  # api/ derives its framework enum from ENGINES: types only from there
+    from kyai.api.engineargsset import EngineArgsSetSpec
+    from kyai.api.workload import WorkloadSpec
+
+#: The registry: every supported framework's profile, by its name in the API. Adding an
+#: engine is one module beside these plus one entry here (then ``make crds``).
 ENGINES: Mapping[str, Engine] = MappingProxyType(
     {engine.framework: engine for engine in (vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE)}
 )
@@ -58,6 +63,7 @@ __all__ = [
     "Engine",
     "EngineArgsError",
     "EngineCommand",
+    "canonical_flag",
     "check_engine_args",
     "engine_command",
     "engine_env",
