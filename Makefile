@@ -33,11 +33,13 @@ unit: $(STAMP)
 test: lint typecheck layers
 	$(BIN)/pytest -q
 
-## make crds: regenerate crds/ from the pydantic models in operator/kyai/api.
+## make crds: regenerate crds/ from the pydantic models in operator/kyai/api, and the chart
+## schema's engineImages from the engines registry.
 crds: $(STAMP)
 	$(BIN)/python -m kyai.api crds
 	cp crds/*.yaml config/crd/bases/
 	cp crds/*.yaml charts/kyai-operator/crds/
+	$(BIN)/python -m kyai.engines charts/kyai-operator/values.schema.json
 
 ## make demo: a local KYAI run against the bundled OpenAI-compatible stand-in.
 demo: $(STAMP)

@@ -40,6 +40,7 @@ from kyai.api.evaluationrun import (
 )
 from kyai.api.snapshot import BuiltinName, InlineRow, SnapshotSpec, SnapshotStatus, Source
 from kyai.api.workload import Endpoint, ModelCache, Resources, WorkloadSpec, WorkloadStatus
+from kyai.engines import framework_list
 
 _AGE = PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation.")
 _PHASE = PrinterColumn("Phase", "string", ".status.phase", "The current phase.")
@@ -86,7 +87,7 @@ def custom_resource_definitions() -> list[dict[str, Any]]:
             spec_validations=[
                 {
                     "rule": "has(self.framework) || has(self.endpoint)",
-                    "message": "spec.framework is required (vllm, sglang or trtllm) unless "
+                    "message": f"spec.framework is required ({framework_list()}) unless "
                     "spec.endpoint is set",
                 }
             ],

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from kyai.api._base import KyaiModel, StatusBase
-from kyai.engines import ENGINES
+from kyai.engines import ENGINES, framework_list
 from kyai.engines import canonical_flag as canonical_flag
 
 if TYPE_CHECKING:
@@ -40,8 +40,9 @@ class EnvVar(KyaiModel):
 class EngineArgsSetSpec(KyaiModel):
     """The engine's flags: copy verified flags from the framework's documentation."""
 
-    framework: Framework
-    """The serving framework these flags are for: vllm, sglang or trtllm."""
+    framework: Framework = Field(
+        description=f"The serving framework these flags are for: {framework_list()}."
+    )
     args: Annotated[
         dict[str, Any],
         Field(

@@ -34,6 +34,12 @@ ENGINES: Mapping[str, Engine] = MappingProxyType(
 )
 
 
+def framework_list() -> str:
+    """The frameworks in prose for messages and descriptions: ``vllm, sglang or trtllm``."""
+    names = list(ENGINES)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 def engine_for(framework: str) -> Engine:
     """The profile of ``framework`` (vllm, sglang or trtllm)."""
     try:
@@ -69,6 +75,7 @@ __all__ = [
     "engine_env",
     "engine_for",
     "flag_name",
+    "framework_list",
     "render_flags",
     "served_model_name",
 ]

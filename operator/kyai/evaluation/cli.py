@@ -65,6 +65,8 @@ def _positive_float(text: str) -> float:
 
 
 def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
+    from kyai.datasets import builtin_names
+
     group = parser.add_argument_group("candidate")
     group.add_argument(
         "--endpoint",
@@ -111,9 +113,7 @@ def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--dataset",
         metavar="NAME_OR_FILE",
-        help="a built-in dataset name (mmlu-pro, gpqa-diamond, math-500, "
-        "python-codes-25k, humaneval, quantum-mechanics, ifeval) or a custom "
-        "JSONL/CSV file",
+        help=f"a built-in dataset name ({', '.join(builtin_names())}) or a custom JSONL/CSV file",
     )
     data.add_argument(
         "--dataset-file",
