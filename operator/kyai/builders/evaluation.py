@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from kyai.builders._common import (
     WORKER_TMP_PATH,
+    WorkerSecurity,
     owner_reference,
     standard_labels,
     worker_security_context,
@@ -185,33 +186,18 @@ class WorkerJob:
     extra_mounts: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
 
 
-def worker_job(
-    owner: Mapping[str, Any],
-    job: WorkerJob,
-    *,
-    image: str,
-    image_pull_policy: str,
-    results_claim: str,
-    backoff_limit: int,
-    active_deadline_seconds: int | None,
+def _worker_container(
+    job: WorkerJob, image: str, image_pull_policy: str, security: WorkerSecurity
 ) -> dict[str, Any]:
-    """A generation or judge Job running the project's image."""
-    run = owner["metadata"]["name"]
-    security = worker_security_context()
-    volumes: list[dict[str, Any]] = [
-        {"name": "results", "persistentVolumeClaim": {"claimName": results_claim}},
-        *security.volumes,
-    ]
+    """The one container of a worker Job: ``kyai <args>`` with its mounts and secrets."""
     mounts: list[dict[str, Any]] = [
         {"name": "results", "mountPath": RESULTS_MOUNT},
         *security.volume_mounts,
     ]
     if job.snapshot_config_map:
-        volumes.append({"name": "snapshot", "configMap": {"name": job.snapshot_config_map}})
         mounts.append({"name": "snapshot", "mountPath": SNAPSHOT_MOUNT, "readOnly": True})
-    volumes.extend(dict(volume) for volume in job.extra_volumes)
     mounts.extend(dict(mount) for mount in job.extra_mounts)
-    container: dict[str, Any] = {
+    return {
         "name": job.component,
         "image": image,
         "imagePullPolicy": image_pull_policy,
@@ -229,6 +215,29 @@ def worker_job(
         "volumeMounts": mounts,
         "securityContext": security.container,
     }
+
+
+def worker_job(
+    owner: Mapping[str, Any],
+    job: WorkerJob,
+    *,
+    image: str,
+    image_pull_policy: str,
+    results_claim: str,
+    backoff_limit: int,
+    active_deadline_seconds: int | None,
+) -> dict[str, Any]:
+    """A generation or judge Job running the project's image."""
+    run = owner["metadata"]["name"]
+    security = worker_security_context()
+    volumes: list[dict[str, Any]] = [
+        {"name": "results", "persistentVolumeClaim": {"claimName": results_claim}},
+        *security.volumes,
+    ]
+    if job.snapshot_config_map:
+        volumes.append({"name": "snapshot", "configMap": {"name": job.snapshot_config_map}})
+    volumes.extend(dict(volume) for volume in job.extra_volumes)
+    container = _worker_container(job, image, image_pull_policy, security)
     spec: dict[str, Any] = {
         "backoffLimit": backoff_limit,
         "template": {
