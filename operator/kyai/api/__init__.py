@@ -11,6 +11,7 @@ from typing import Any
 
 from kyai.api._base import (
     Condition,
+    ConditionStatus,
     ConfigMapKeyReference,
     KyaiModel,
     LocalObjectReference,
@@ -187,6 +188,7 @@ __all__ = [
     "OWNED_FLAGS",
     "BuiltinName",
     "Condition",
+    "ConditionStatus",
     "ConfigMapKeyReference",
     "Endpoint",
     "EngineArgsSetSpec",

@@ -63,14 +63,18 @@ class StatusWriter:
             )
         return [Condition.model_validate(condition) for condition in conditions]
 
+    def _body(self, fields: StatusBase) -> dict[str, Any]:
+        fields.observed_generation = self.generation
+        return status_patch(fields)
+
     def unchanged(self, fields: StatusBase) -> bool:
         """Whether writing ``fields`` would change nothing."""
-        body = {**status_patch(fields), "observedGeneration": self.generation}
+        body = self._body(fields)
         return body == {key: self.status.get(key) for key in body}
 
     async def patch(self, fields: StatusBase) -> dict[str, Any]:
         """Merge ``fields`` (those set, None deleting) into the status; the object back."""
-        body = {**status_patch(fields), "observedGeneration": self.generation}
+        body = self._body(fields)
         self.status.update(body)
         updated = await self.svc.kube.patch(
             self.kind, self.namespace, self.name, {"status": body}, subresource="status"

@@ -108,11 +108,16 @@ class RunReconciler:
         await self._set_phase("Failed", reason, message, progressing=False, completed_at=c.now())
         self.writer.event("Warning", reason, message)
 
+    def current(self) -> EvaluationRunStatus:
+        """The run's status as last read or written, through the API model."""
+        return EvaluationRunStatus.model_validate(self.status)
+
     async def reconcile(self) -> None:
         """One step of the state machine (call it again on any change)."""
-        if self.status.get("phase") in TERMINAL or self.run["metadata"].get("deletionTimestamp"):
+        current = self.current()
+        if current.phase in TERMINAL or self.run["metadata"].get("deletionTimestamp"):
             return
-        accepted = self.status.get("acceptedSpec")
+        accepted = current.accepted_spec
         try:
             spec = EvaluationRunSpec.model_validate(accepted or self.run.get("spec") or {})
         except ValidationError as exc:
@@ -120,18 +125,20 @@ class RunReconciler:
             return
         if accepted is None:
             await self._start(spec)
-        elif spec_changed(self.run.get("spec") or {}, self.status.get("specHash")):
+            current = self.current()
+        elif spec_changed(self.run.get("spec") or {}, current.spec_hash):
             await self.writer.note_spec_change(SPEC_CHANGED)
-        if self.status.get("phase") not in ("Generating", "Judging"):
+        if current.phase not in ("Generating", "Judging"):
             return
-        plan = Plan.from_status(self.status["plan"])
-        if self.status.get("phase") == "Generating":
+        plan = Plan.from_status(current.plan)
+        if current.phase == "Generating":
             await self._generating(plan, spec)
-        if self.status.get("phase") == "Judging":
+        if self.current().phase == "Judging":
             await self._judging(plan, spec)
 
     async def _wait(self, wait: Waiting) -> None:
-        if self.status.get("phase") == "Pending" and self.status.get("message") == wait.message:
+        current = self.current()
+        if current.phase == "Pending" and current.message == wait.message:
             return
         await self._set_phase("Pending", wait.reason, wait.message, progressing=False)
         self.writer.event("Normal", wait.reason, wait.message)

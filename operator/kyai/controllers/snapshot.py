@@ -171,8 +171,9 @@ class SnapshotReconciler:
     async def reconcile(self) -> float | None:
         """Resolve once; afterwards only guard immutability. Returns a retry delay, if any."""
         spec_body = self.body.get("spec") or {}
-        if self.writer.status.get("phase") == "Ready":
-            if spec_changed(spec_body, self.writer.status.get("specHash")):
+        current = SnapshotStatus.model_validate(self.writer.status)
+        if current.phase == "Ready":
+            if spec_changed(spec_body, current.spec_hash):
                 await self.writer.note_spec_change(SPEC_CHANGED)
             return None
         try:
@@ -180,7 +181,7 @@ class SnapshotReconciler:
         except ValidationError as exc:
             await self.not_ready("Failed", c.INVALID_SPEC, c.validation_message(exc))
             return None
-        if self.writer.status.get("phase") != "Resolving":
+        if current.phase != "Resolving":
             text = "resolving the rows"
             conditions = self.writer.conditions((c.READY, None, c.RESOLVING, text))
             await self.writer.patch(
