@@ -59,6 +59,8 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 class Condition(KyaiModel):
     """One aspect of an object's state, as Kubernetes API conventions describe it."""
 
+    model_config = KyaiModel.model_config | ConfigDict(extra="ignore")
+
     type: str
     """CamelCase type, e.g. Ready, Progressing, Degraded, Passed."""
     status: ConditionStatus
