@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck unit demo bench bench-operator crds e2e clean
+.PHONY: setup test lint typecheck layers unit demo bench bench-operator crds e2e clean
 
 setup: $(STAMP)
 
@@ -22,18 +22,24 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+## make layers: the declared import layers (import-linter contracts in pyproject.toml).
+layers: $(STAMP)
+	$(BIN)/lint-imports
+
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
 
-## make test: lint, type-check and the whole test suite (what CI runs).
-test: lint typecheck
+## make test: lint, type-check, import layers and the whole test suite (what CI runs).
+test: lint typecheck layers
 	$(BIN)/pytest -q
 
-## make crds: regenerate crds/ from the pydantic models in operator/kyai/api.
+## make crds: regenerate crds/ from the pydantic models in operator/kyai/api, and the chart
+## schema's engineImages from the engines registry.
 crds: $(STAMP)
 	$(BIN)/python -m kyai.api crds
 	cp crds/*.yaml config/crd/bases/
 	cp crds/*.yaml charts/kyai-operator/crds/
+	$(BIN)/python -m kyai.engines charts/kyai-operator/values.schema.json
 
 ## make demo: a local KYAI run against the bundled OpenAI-compatible stand-in.
 demo: $(STAMP)

@@ -7,6 +7,7 @@ so the series of a deleted run disappear with it. Labels are bounded: one series
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -16,6 +17,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from pydantic import ValidationError
+
+from kyai.api import EvaluationRunStatus
+
+log = logging.getLogger(__name__)
 
 #: Labels of every per-run series, in order.
 RUN_LABELS: tuple[str, ...] = (
@@ -43,8 +49,8 @@ class RunView:
     duration_seconds: float | None
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
+def _parse_time(value: str | None) -> datetime | None:
+    if value is None:
         return None
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -52,31 +58,40 @@ def _parse_time(value: Any) -> datetime | None:
         return None
 
 
+def _status(body: Mapping[str, Any]) -> EvaluationRunStatus:
+    """The run's status through the API model (an unreadable one counts as empty)."""
+    try:
+        return EvaluationRunStatus.model_validate(body.get("status") or {})
+    except ValidationError as exc:
+        log.warning("Unreadable status of an EvaluationRun, metrics left out: %s", exc)
+        return EvaluationRunStatus()
+
+
 def run_view(body: Mapping[str, Any]) -> RunView:
     """Read an EvaluationRun object into a :class:`RunView`."""
     meta = body.get("metadata", {})
     spec = body.get("spec") or {}
-    status = body.get("status") or {}
-    started = _parse_time(status.get("startedAt"))
-    completed = _parse_time(status.get("completedAt"))
+    status = _status(body)
+    started = _parse_time(status.started_at)
+    completed = _parse_time(status.completed_at)
     labels = (
         str(meta.get("namespace", "")),
         str(meta.get("name", "")),
         str((spec.get("workloadRef") or {}).get("name", "")),
-        str(status.get("model") or ""),
-        str(status.get("framework") or ""),
-        str(status.get("dataset") or ""),
-        str(status.get("datasetVersion") or ""),
-        str(status.get("comparisonKey") or ""),
+        status.model or "",
+        status.framework or "",
+        status.dataset or "",
+        status.dataset_version or "",
+        status.comparison_key or "",
     )
-    errors = status.get("errors") if isinstance(status.get("errors"), dict) else {}
+    succeeded = status.phase == "Succeeded"
     return RunView(
         labels=labels,
-        phase=str(status.get("phase") or "Pending"),
-        avg_score=status.get("avgScore") if status.get("phase") == "Succeeded" else None,
-        avg_latency_ms=status.get("avgLatencyMs") if status.get("phase") == "Succeeded" else None,
-        questions=status.get("questions"),
-        errors={str(k): int(v) for k, v in (errors or {}).items() if isinstance(v, int)},
+        phase=status.phase or "Pending",
+        avg_score=status.avg_score if succeeded else None,
+        avg_latency_ms=status.avg_latency_ms if succeeded else None,
+        questions=status.questions,
+        errors=dict(status.errors or {}),
         duration_seconds=(completed - started).total_seconds() if started and completed else None,
     )
 

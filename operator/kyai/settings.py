@@ -9,19 +9,24 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kyai import __version__
+from kyai.engines import ENGINES
 
 #: The project's own image: evaluation Jobs run it.
 DEFAULT_WORKER_IMAGE = f"ghcr.io/kyai-io/kyai-operator:{__version__}"
 
-#: Default engine images, pinned (override per Workload with spec.image, or here).
+#: Default engine images, pinned in the engines registry (override per Workload with
+#: spec.image, or with ``KYAI_<FRAMEWORK>_IMAGE``).
 DEFAULT_ENGINE_IMAGES: dict[str, str] = {
-    "vllm": "vllm/vllm-openai:v0.11.0",
-    "sglang": "lmsysorg/sglang:v0.5.3-cu129",
-    "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+    name: engine.default_image for name, engine in ENGINES.items()
 }
+
+
+def _image_setting(framework: str) -> str:
+    """The settings key of a framework's image (``vllm_image``; env ``KYAI_VLLM_IMAGE``)."""
+    return f"{framework}_image"
 
 
 class OperatorSettings(BaseModel):
@@ -35,12 +40,9 @@ class OperatorSettings(BaseModel):
     """Image of the generation and judge Jobs (this project's image)."""
     worker_image_pull_policy: str = "IfNotPresent"
     """Pull policy of the worker image."""
-    vllm_image: str = DEFAULT_ENGINE_IMAGES["vllm"]
-    """Default image of vLLM Workloads."""
-    sglang_image: str = DEFAULT_ENGINE_IMAGES["sglang"]
-    """Default image of SGLang Workloads."""
-    trtllm_image: str = DEFAULT_ENGINE_IMAGES["trtllm"]
-    """Default image of TensorRT-LLM Workloads."""
+    engine_images: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ENGINE_IMAGES))
+    """Default image per framework (every registered engine; ``<framework>_image`` keys, as
+    the environment's ``KYAI_<FRAMEWORK>_IMAGE``, override one)."""
     default_judge_endpoint: str | None = None
     """The platform judge's OpenAI-compatible base URL, used when a run names no judge."""
     default_judge_model: str | None = None
@@ -62,6 +64,20 @@ class OperatorSettings(BaseModel):
     """Largest ConfigMap the operator writes for a Snapshot (the API server's limit is
     1 MiB for the whole object)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _images(cls, value: object) -> object:
+        if not isinstance(value, Mapping):
+            return value
+        values = dict(value)
+        images = {**DEFAULT_ENGINE_IMAGES, **dict(values.pop("engine_images", None) or {})}
+        for framework in ENGINES:
+            image = values.pop(_image_setting(framework), None)
+            if image:
+                images[framework] = str(image)
+        values["engine_images"] = images
+        return values
+
     @field_validator("namespaces", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
@@ -76,7 +92,7 @@ class OperatorSettings(BaseModel):
         """Settings from ``KYAI_*`` variables, then ``overrides`` (flags) on top."""
         environ = os.environ if environ is None else environ
         values: dict[str, object] = {}
-        for name in cls.model_fields:
+        for name in [*cls.model_fields, *map(_image_setting, ENGINES)]:
             variable = f"KYAI_{name.upper()}"
             if variable in environ:
                 values[name] = environ[variable]
@@ -85,5 +101,4 @@ class OperatorSettings(BaseModel):
 
     def engine_image(self, framework: str) -> str:
         """The default image of a framework."""
-        images = {"vllm": self.vllm_image, "sglang": self.sglang_image, "trtllm": self.trtllm_image}
-        return images[framework]
+        return self.engine_images[framework]

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from kyai.api import EvaluationRunStatus, SnapshotStatus, WorkloadStatus
 from kyai.cli import main as kyai_main
 from kyai.testing import LLMDouble
 from system.helpers import Kubectl, Operator
@@ -121,20 +122,20 @@ def test_run_succeeds_with_the_cli_score_and_metrics(
     done = kubectl.wait_for("evaluationrun", "first", namespace, phase_is("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs())
     expected = cli_score(double, tmp_path)
-    status = done["status"]
-    assert status["avgScore"] == expected == 0.5  # Paris and Rome (thinking stripped) right
-    assert status["questions"] == 4 and status["scores"] == [1.0, 1.0, 0.0, 0.0]
-    assert status["comparisonKey"] and status["errorCount"] == 0
-    assert status["observedGeneration"] == done["metadata"]["generation"]
+    status = EvaluationRunStatus.model_validate(done["status"])  # the API's status contract
+    assert status.avg_score == expected == 0.5  # Paris and Rome (thinking stripped) right
+    assert status.questions == 4 and status.scores == [1.0, 1.0, 0.0, 0.0]
+    assert status.comparison_key and status.error_count == 0
+    assert status.observed_generation == done["metadata"]["generation"]
     assert condition(done, "Ready")["status"] == "True"
     passed = condition(done, "Passed")
     assert passed["status"] == "False" and "0.5" in passed["message"]
-    wl = kubectl.get("workload", "cand", namespace)
-    assert wl["status"]["phase"] == "Ready" and wl["status"]["maxModelLen"] == 4096
-    assert wl["status"]["maxModelLenSource"] == "server"
-    snap = kubectl.get("snapshot", "capitals", namespace)
-    assert snap["status"]["rows"] == 4 and len(snap["status"]["sha256"]) == 64
-    assert status["datasetSha256"] == snap["status"]["sha256"]
+    wl = WorkloadStatus.model_validate(kubectl.get("workload", "cand", namespace)["status"])
+    assert wl.phase == "Ready" and wl.max_model_len == 4096
+    assert wl.max_model_len_source == "server"
+    snap = SnapshotStatus.model_validate(kubectl.get("snapshot", "capitals", namespace)["status"])
+    assert snap.rows == 4 and snap.sha256 is not None and len(snap.sha256) == 64
+    assert status.dataset_sha256 == snap.sha256
     table = kubectl.run("get", "er", "first", "-n", namespace).stdout
     assert re.search(r"first\s+Succeeded\s+0\.5\s+[\d.]+\s+cand\s+capitals", table), table
     metrics = operator.metrics()
@@ -154,7 +155,7 @@ def test_run_succeeds_with_the_cli_score_and_metrics(
         'framework="vllm"',
         'dataset="capitals"',
         'snapshot_version="custom"',
-        f'comparison_key="{status["comparisonKey"]}"',
+        f'comparison_key="{status.comparison_key}"',
     ):
         assert label in line
     events = kubectl.run("get", "events", "-n", namespace, "-o", "json").stdout
@@ -181,8 +182,9 @@ def test_run_succeeds_with_the_cli_score_and_metrics(
     again = kubectl.wait_for("evaluationrun", "rejudge", namespace, phase_is("Succeeded", "Failed"))
     assert again["status"]["phase"] == "Succeeded", again["status"]
     assert len(double.requests_for("cand")) == asked_before
-    assert again["status"]["comparisonKey"] != status["comparisonKey"]
-    assert again["status"]["avgScore"] == 0.5
+    rejudged = EvaluationRunStatus.model_validate(again["status"])
+    assert rejudged.comparison_key != status.comparison_key
+    assert rejudged.avg_score == 0.5
 
     # Deleting a run removes its series.
     kubectl.run("delete", "er", "first", "-n", namespace)
@@ -344,23 +346,24 @@ def test_several_judges_on_a_builtin_snapshot(
         "evaluationrun", "judged-thrice", namespace, phase_is("Succeeded", "Failed"), timeout=90
     )
     assert done["status"]["phase"] == "Succeeded", done["status"]
-    status = done["status"]
-    assert [j["name"] for j in status["judges"]] == ["platform", "verify", "ends-with"]
-    by_name = {j["name"]: j for j in status["judges"]}
-    assert by_name["verify"]["judgeModel"] == "math-verify"
-    assert by_name["platform"]["judgeModel"] == "judge"
+    status = EvaluationRunStatus.model_validate(done["status"])
+    judges = status.judges or []
+    assert [j.name for j in judges] == ["platform", "verify", "ends-with"]  # the spec's names
+    by_name = {j.name: j for j in judges}
+    assert by_name["verify"].judge_model == "math-verify"
+    assert by_name["platform"].judge_model == "judge"
     # Only the "1+1" row's answer 2 is right, for every judge.
-    questions = status["questions"]
-    for judge in status["judges"]:
-        assert judge["avgScore"] == round(1 / questions, 6), judge
-    pairs = status["agreement"]["pairs"]
+    assert status.questions
+    for judge in judges:
+        assert judge.avg_score == round(1 / status.questions, 6), judge
+    pairs = (status.agreement or {})["pairs"]
     assert {tuple(p["judges"]) for p in pairs} == {
         ("platform", "verify"),
         ("platform", "ends-with"),
         ("verify", "ends-with"),
     }
     assert all(p["exact_agreement"] == 1.0 for p in pairs)
-    assert status["avgScore"] == by_name["platform"]["avgScore"]
+    assert status.avg_score == by_name["platform"].avg_score
     # Grader code runs in the judge pod: the pod gets a NetworkPolicy with only what it needs.
     policy = kubectl.get("networkpolicy", "judged-thrice-judge", namespace)
     ports = {p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]}

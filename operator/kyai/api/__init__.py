@@ -11,11 +11,13 @@ from typing import Any
 
 from kyai.api._base import (
     Condition,
+    ConditionStatus,
     ConfigMapKeyReference,
     KyaiModel,
     LocalObjectReference,
     SecretKeyReference,
     StatusBase,
+    status_patch,
 )
 from kyai.api._crd import PrinterColumn, crd, model_schema, structural
 from kyai.api.engineargsset import (
@@ -39,6 +41,7 @@ from kyai.api.evaluationrun import (
 )
 from kyai.api.snapshot import BuiltinName, InlineRow, SnapshotSpec, SnapshotStatus, Source
 from kyai.api.workload import Endpoint, ModelCache, Resources, WorkloadSpec, WorkloadStatus
+from kyai.engines import framework_list
 
 _AGE = PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation.")
 _PHASE = PrinterColumn("Phase", "string", ".status.phase", "The current phase.")
@@ -85,7 +88,7 @@ def custom_resource_definitions() -> list[dict[str, Any]]:
             spec_validations=[
                 {
                     "rule": "has(self.framework) || has(self.endpoint)",
-                    "message": "spec.framework is required (vllm, sglang or trtllm) unless "
+                    "message": f"spec.framework is required ({framework_list()}) unless "
                     "spec.endpoint is set",
                 }
             ],
@@ -185,6 +188,7 @@ __all__ = [
     "OWNED_FLAGS",
     "BuiltinName",
     "Condition",
+    "ConditionStatus",
     "ConfigMapKeyReference",
     "Endpoint",
     "EngineArgsSetSpec",
@@ -217,5 +221,6 @@ __all__ = [
     "crd",
     "custom_resource_definitions",
     "model_schema",
+    "status_patch",
     "structural",
 ]

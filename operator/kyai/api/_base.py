@@ -59,6 +59,8 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 class Condition(KyaiModel):
     """One aspect of an object's state, as Kubernetes API conventions describe it."""
 
+    model_config = KyaiModel.model_config | ConfigDict(extra="ignore")
+
     type: str
     """CamelCase type, e.g. Ready, Progressing, Degraded, Passed."""
     status: ConditionStatus
@@ -76,7 +78,6 @@ class Condition(KyaiModel):
 Conditions = Annotated[
     list[Condition],
     Field(
-        default_factory=list,
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],
@@ -92,7 +93,16 @@ class StatusBase(KyaiModel):
 
     observed_generation: int | None = None
     """The metadata.generation this status describes."""
-    conditions: Conditions
+    conditions: Conditions = Field(default_factory=list)
     """The current conditions (list-map keyed by type)."""
     message: str | None = None
     """A one-line human summary of the current state."""
+
+
+def status_patch(status: StatusBase) -> dict[str, Any]:
+    """The merge patch of a status model: the fields set (camelCase), a None one deleting.
+
+    Writers build status through the models so that a key is spelled once, in api/; fields
+    set to None stay in the patch as ``null``, which a JSON merge patch reads as "remove".
+    """
+    return status.model_dump(mode="json", by_alias=True, exclude_unset=True)

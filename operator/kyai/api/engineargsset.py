@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
 from kyai.api._base import KyaiModel, StatusBase
+from kyai.engines import ENGINES, framework_list
+from kyai.engines import canonical_flag as canonical_flag
 
-Framework = Literal["vllm", "sglang", "trtllm"]
+if TYPE_CHECKING:
+    Framework = str
+else:  # the engines registry names the frameworks (and so the CRD's enum)
+    Framework = Literal[tuple(ENGINES)]
 
 #: Scalar flag values; ``true`` is a bare flag, ``false`` leaves the flag out.
 ArgScalar = str | int | float | bool
@@ -17,17 +22,10 @@ ArgValue = ArgScalar | list[str | int | float]
 
 #: Flags the operator sets itself, per framework, in their canonical (dashed) form.
 OWNED_FLAGS: dict[str, frozenset[str]] = {
-    "vllm": frozenset({"host", "port", "model", "served-model-name"}),
-    "sglang": frozenset({"host", "port", "model-path", "model", "served-model-name"}),
-    "trtllm": frozenset({"host", "port", "model", "served-model-name"}),
+    name: engine.owned_flags for name, engine in ENGINES.items()
 }
 
 _FLAG = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-
-
-def canonical_flag(name: str) -> str:
-    """``--max_model_len``, ``max-model-len`` and ``max_model_len`` all become ``max-model-len``."""
-    return name.lstrip("-").replace("_", "-").lower()
 
 
 class EnvVar(KyaiModel):
@@ -42,8 +40,9 @@ class EnvVar(KyaiModel):
 class EngineArgsSetSpec(KyaiModel):
     """The engine's flags: copy verified flags from the framework's documentation."""
 
-    framework: Framework
-    """The serving framework these flags are for: vllm, sglang or trtllm."""
+    framework: Framework = Field(
+        description=f"The serving framework these flags are for: {framework_list()}."
+    )
     args: Annotated[
         dict[str, Any],
         Field(

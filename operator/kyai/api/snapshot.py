@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from kyai.api._base import ConfigMapKeyReference, KyaiModel, StatusBase
+from kyai.datasets import builtin_names
 
-BuiltinName = Literal[
-    "mmlu-pro",
-    "gpqa-diamond",
-    "math-500",
-    "python-codes-25k",
-    "humaneval",
-    "quantum-mechanics",
-    "ifeval",
-]
+if TYPE_CHECKING:
+    BuiltinName = str
+else:  # the datasets registry names the built-ins (and so the CRD's enum)
+    BuiltinName = Literal[builtin_names()]
 
 
 class InlineRow(KyaiModel):

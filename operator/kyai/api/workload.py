@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from kyai.api._base import KyaiModel, LocalObjectReference, Name, SecretKeyReference, StatusBase
 from kyai.api.engineargsset import Framework
+from kyai.engines import framework_list
 
 PreserveObject = Annotated[
     dict[str, Any],
@@ -60,9 +61,11 @@ class Probes(KyaiModel):
 class WorkloadSpec(KyaiModel):
     """One candidate: a model on a serving engine, or an endpoint serving it."""
 
-    framework: Framework | None = None
-    """The serving framework: vllm, sglang or trtllm (required unless spec.endpoint is set;
-    for an endpoint it only labels results)."""
+    framework: Framework | None = Field(
+        default=None,
+        description=f"The serving framework: {framework_list()} (required unless spec.endpoint "
+        "is set; for an endpoint it only labels results).",
+    )
     model: str = Field(min_length=1)
     """The model to serve: a HuggingFace id (org/name) or a path inside the container."""
     served_model_name: str | None = None
@@ -99,7 +102,7 @@ class WorkloadSpec(KyaiModel):
     def _endpoint_or_engine(self) -> WorkloadSpec:
         if self.endpoint is None and self.framework is None:
             raise ValueError(
-                "spec.framework is required (vllm, sglang or trtllm) unless spec.endpoint is set"
+                f"spec.framework is required ({framework_list()}) unless spec.endpoint is set"
             )
         if self.endpoint is not None and self.engine_args_set_ref is not None:
             raise ValueError(

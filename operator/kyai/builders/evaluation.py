@@ -7,16 +7,21 @@ it created and never creates a Job twice.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from kyai.builders._common import (
     WORKER_TMP_PATH,
+    WorkerSecurity,
     owner_reference,
     standard_labels,
     worker_security_context,
 )
+from kyai.builders.plan import JudgesPlan, Plan, SecretEnv
+from kyai.builders.worker_args import GRADERS_MOUNT, RESULTS_MOUNT, SNAPSHOT_MOUNT
 from kyai.constants import (
     GROUP,
     KINDS,
@@ -24,14 +29,7 @@ from kyai.constants import (
     LABEL_RUN,
 )
 
-#: Where the worker containers find things.
-SNAPSHOT_MOUNT = "/etc/kyai/snapshot"
-RESULTS_MOUNT = "/results"
 TMP_MOUNT = WORKER_TMP_PATH
-
-#: Environment variables the workers read secrets from (named by --api-key-env flags).
-CANDIDATE_KEY_ENV = "KYAI_CANDIDATE_API_KEY"
-JUDGE_KEY_ENV = "KYAI_JUDGE_API_KEY"
 
 
 def generation_job_name(run: str) -> str:
@@ -47,6 +45,16 @@ def judge_job_name(run: str) -> str:
 def results_claim_name(run: str) -> str:
     """The name of the PVC the operator creates for a run's results."""
     return f"{run}-results"
+
+
+def graders_config_map_name(run: str) -> str:
+    """The ConfigMap holding a run's Python grader declarations."""
+    return f"{run}-graders"
+
+
+def judge_secret_name(run: str) -> str:
+    """The Secret a run gets its copy of the platform judge's API key in."""
+    return f"{run}-judge-key"
 
 
 def worker_name(run: str) -> str:
@@ -138,20 +146,31 @@ def worker_rbac(owner: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-@dataclass(frozen=True)
-class SecretEnv:
-    """An environment variable filled from a Secret key."""
+def graders_config_map(
+    owner: Mapping[str, Any], graders: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The ConfigMap the judge Job mounts: one ``<judge>.json`` declaration per Python grader."""
+    run = owner["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(owner, graders_config_map_name(run), "judge"),
+        "data": {
+            f"{name}.json": json.dumps(declaration, indent=2)
+            for name, declaration in graders.items()
+        },
+    }
 
-    env: str
-    secret: str
-    key: str
 
-    def to_k8s(self) -> dict[str, Any]:
-        """The container env entry."""
-        return {
-            "name": self.env,
-            "valueFrom": {"secretKeyRef": {"name": self.secret, "key": self.key}},
-        }
+def judge_secret(owner: Mapping[str, Any], secret: SecretEnv, value: str) -> dict[str, Any]:
+    """The run's own copy of the platform judge's API key (``value`` base64 as read)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _metadata(owner, secret.secret, "judge"),
+        "data": {secret.key: value},
+    }
 
 
 @dataclass(frozen=True)
@@ -165,6 +184,37 @@ class WorkerJob:
     snapshot_config_map: str | None = None
     extra_volumes: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     extra_mounts: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+
+
+def _worker_container(
+    job: WorkerJob, image: str, image_pull_policy: str, security: WorkerSecurity
+) -> dict[str, Any]:
+    """The one container of a worker Job: ``kyai <args>`` with its mounts and secrets."""
+    mounts: list[dict[str, Any]] = [
+        {"name": "results", "mountPath": RESULTS_MOUNT},
+        *security.volume_mounts,
+    ]
+    if job.snapshot_config_map:
+        mounts.append({"name": "snapshot", "mountPath": SNAPSHOT_MOUNT, "readOnly": True})
+    mounts.extend(dict(mount) for mount in job.extra_mounts)
+    return {
+        "name": job.component,
+        "image": image,
+        "imagePullPolicy": image_pull_policy,
+        "command": ["kyai"],
+        "args": list(job.args),
+        "env": [
+            {"name": "HOME", "value": TMP_MOUNT},
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
+            *(secret.env_entry() for secret in job.secrets),
+        ],
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "256Mi"},
+            "limits": {"memory": "2Gi"},
+        },
+        "volumeMounts": mounts,
+        "securityContext": security.container,
+    }
 
 
 def worker_job(
@@ -184,33 +234,10 @@ def worker_job(
         {"name": "results", "persistentVolumeClaim": {"claimName": results_claim}},
         *security.volumes,
     ]
-    mounts: list[dict[str, Any]] = [
-        {"name": "results", "mountPath": RESULTS_MOUNT},
-        *security.volume_mounts,
-    ]
     if job.snapshot_config_map:
         volumes.append({"name": "snapshot", "configMap": {"name": job.snapshot_config_map}})
-        mounts.append({"name": "snapshot", "mountPath": SNAPSHOT_MOUNT, "readOnly": True})
     volumes.extend(dict(volume) for volume in job.extra_volumes)
-    mounts.extend(dict(mount) for mount in job.extra_mounts)
-    container: dict[str, Any] = {
-        "name": job.component,
-        "image": image,
-        "imagePullPolicy": image_pull_policy,
-        "command": ["kyai"],
-        "args": list(job.args),
-        "env": [
-            {"name": "HOME", "value": TMP_MOUNT},
-            {"name": "PYTHONUNBUFFERED", "value": "1"},
-            *(secret.to_k8s() for secret in job.secrets),
-        ],
-        "resources": {
-            "requests": {"cpu": "100m", "memory": "256Mi"},
-            "limits": {"memory": "2Gi"},
-        },
-        "volumeMounts": mounts,
-        "securityContext": security.container,
-    }
+    container = _worker_container(job, image, image_pull_policy, security)
     spec: dict[str, Any] = {
         "backoffLimit": backoff_limit,
         "template": {
@@ -234,6 +261,43 @@ def worker_job(
         "metadata": _metadata(owner, job.name, job.component),
         "spec": spec,
     }
+
+
+def generation_job(run: str, plan: Plan) -> WorkerJob:
+    """The generation Job of a plan: the candidate's key and the snapshot mounted."""
+    return WorkerJob(
+        name=generation_job_name(run),
+        component="generate",
+        args=plan.generation_args,
+        secrets=[plan.candidate_secret] if plan.candidate_secret else [],
+        snapshot_config_map=plan.snapshot_config_map,
+    )
+
+
+def judge_job(run: str, judges: JudgesPlan, args: Sequence[str]) -> WorkerJob:
+    """The judge Job of a plan: the judge's key, and the graders' declarations if any."""
+    graders = bool(judges.graders)
+    llm = judges.llm
+    return WorkerJob(
+        name=judge_job_name(run),
+        component="judge",
+        args=args,
+        secrets=[llm.secret] if llm is not None and llm.secret else [],
+        extra_volumes=[{"name": "graders", "configMap": {"name": graders_config_map_name(run)}}]
+        if graders
+        else (),
+        extra_mounts=[{"name": "graders", "mountPath": GRADERS_MOUNT, "readOnly": True}]
+        if graders
+        else (),
+    )
+
+
+def endpoint_ports(judges: JudgesPlan) -> list[int]:
+    """The TCP port of the judge endpoint, when the judge pod needs one."""
+    if judges.llm is None:
+        return []
+    parts = urlsplit(judges.llm.endpoint)
+    return [parts.port or (443 if parts.scheme == "https" else 80)]
 
 
 #: Egress a judge pod running graders keeps: DNS, and TCP to the API server's usual ports

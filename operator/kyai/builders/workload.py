@@ -197,6 +197,29 @@ def _check(spec: WorkloadSpec) -> None:
         )
 
 
+def _engine_pod_spec(
+    spec: WorkloadSpec, eas_spec: EngineArgsSetSpec | None, settings: OperatorSettings
+) -> dict[str, Any]:
+    """The engine pod: one container, its volumes, and the Workload's scheduling fields."""
+    pod_spec: dict[str, Any] = {
+        # Service links put <SERVICE>_PORT variables in the environment; vLLM reads every
+        # VLLM_* variable as a setting (see kyai.engines.vllm).
+        "enableServiceLinks": False,
+        # The engine never talks to the Kubernetes API.
+        "automountServiceAccountToken": False,
+        "securityContext": engine_pod_security_context(),
+        "containers": [_engine_container(spec, eas_spec, settings)],
+        "volumes": _volumes(spec)[0],
+    }
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerations:
+        pod_spec["tolerations"] = [dict(toleration) for toleration in spec.tolerations]
+    if spec.affinity:
+        pod_spec["affinity"] = dict(spec.affinity)
+    return pod_spec
+
+
 def workload_deployment(
     name: str,
     namespace: str,
@@ -217,23 +240,6 @@ def workload_deployment(
     """
     _check(spec)
     labels = workload_labels(name, spec)
-    volumes = _volumes(spec)[0]
-    pod_spec: dict[str, Any] = {
-        # Service links put <SERVICE>_PORT variables in the environment; vLLM reads every
-        # VLLM_* variable as a setting (see kyai.engines.vllm).
-        "enableServiceLinks": False,
-        # The engine never talks to the Kubernetes API.
-        "automountServiceAccountToken": False,
-        "securityContext": engine_pod_security_context(),
-        "containers": [_engine_container(spec, eas_spec, settings)],
-        "volumes": volumes,
-    }
-    if spec.node_selector:
-        pod_spec["nodeSelector"] = dict(spec.node_selector)
-    if spec.tolerations:
-        pod_spec["tolerations"] = [dict(toleration) for toleration in spec.tolerations]
-    if spec.affinity:
-        pod_spec["affinity"] = dict(spec.affinity)
     deployment_spec: dict[str, Any] = {
         "replicas": spec.replicas,
         "selector": {"matchLabels": workload_selector(name)},
@@ -245,7 +251,7 @@ def workload_deployment(
                 "labels": labels,
                 "annotations": {ANNOTATION_ENGINE_ARGS_HASH: engine_args_hash(eas_spec)},
             },
-            "spec": pod_spec,
+            "spec": _engine_pod_spec(spec, eas_spec, settings),
         },
     }
     if spec.resources.gpus:

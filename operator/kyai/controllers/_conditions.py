@@ -7,8 +7,10 @@ condition records the ``observedGeneration`` it was computed from.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
+
+from kyai._clock import now as now  # re-exported: c.now() in the controllers
+from kyai.api import Condition, ConditionStatus
 
 # Condition types.
 READY = "Ready"
@@ -51,11 +53,6 @@ THRESHOLDS_MET = "ThresholdsMet"
 THRESHOLDS_MISSED = "ThresholdsMissed"
 
 
-def now() -> str:
-    """The current time, RFC 3339, seconds, UTC."""
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def set_condition(
     conditions: Sequence[Mapping[str, Any]] | None,
     type_: str,
@@ -66,38 +63,27 @@ def set_condition(
     generation: int | None,
 ) -> list[dict[str, Any]]:
     """A new list with ``type_`` set; the transition time moves only when the status does."""
-    value = "Unknown" if status is None else ("True" if status else "False")
+    value: ConditionStatus = "Unknown" if status is None else ("True" if status else "False")
     result: list[dict[str, Any]] = []
-    found = False
+    previous: Condition | None = None
     for condition in conditions or ():
-        if condition.get("type") != type_:
+        if condition.get("type") == type_:
+            previous = Condition.model_validate(condition)
+        else:
             result.append(dict(condition))
-            continue
-        found = True
-        changed = condition.get("status") != value
-        result.append(
-            {
-                "type": type_,
-                "status": value,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": now()
-                if changed
-                else condition.get("lastTransitionTime", now()),
-                "observedGeneration": generation,
-            }
-        )
-    if not found:
-        result.append(
-            {
-                "type": type_,
-                "status": value,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": now(),
-                "observedGeneration": generation,
-            }
-        )
+    since = now()
+    if previous is not None and previous.status == value:
+        since = previous.last_transition_time
+    updated = Condition(
+        type=type_,
+        status=value,
+        reason=reason,
+        message=message,
+        last_transition_time=since,
+        observed_generation=generation,
+    )
+    index = next((i for i, c in enumerate(conditions or ()) if c.get("type") == type_), len(result))
+    result.insert(index, updated.model_dump(mode="json", by_alias=True))
     return result
 
 

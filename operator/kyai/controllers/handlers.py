@@ -11,7 +11,7 @@ from typing import Any
 
 import kopf
 
-from kyai.constants import GROUP, KOPF_PREFIX, LABEL_RUN, LABEL_WORKLOAD, VERSION
+from kyai.constants import FINALIZER, GROUP, KOPF_PREFIX, LABEL_RUN, LABEL_WORKLOAD, VERSION
 from kyai.controllers._kube import KubeClient
 from kyai.controllers._services import Services, services
 from kyai.controllers.evaluationrun import TERMINAL, reconcile_run
@@ -51,6 +51,15 @@ def _workload_not_ready(status: kopf.Status, **_: Any) -> bool:
 def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     """A registry with every handler of the operator."""
     registry = kopf.OperatorRegistry()
+    _register_lifecycle(registry)
+    _register_workloads(registry, settings)
+    _register_snapshots(registry)
+    _register_runs(registry)
+    return registry
+
+
+def _register_lifecycle(registry: kopf.OperatorRegistry) -> None:
+    """Start-up (kopf's settings, the services in memo), login, clean-up."""
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
@@ -59,7 +68,7 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
             prefix=KOPF_PREFIX, key="last-handled-configuration"
         )
-        settings.persistence.finalizer = f"{GROUP}/finalizer"
+        settings.persistence.finalizer = FINALIZER
         # The operator posts its own events; kopf's per-handler ones only on trouble.
         settings.posting.level = logging.WARNING
         operator_settings: OperatorSettings = memo["operator_settings"]
@@ -83,7 +92,10 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
         if "services" in memo:
             await services(memo).kube.aclose()
 
-    # EngineArgsSet
+
+def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSettings) -> None:
+    """EngineArgsSets, Workloads and their engine Deployments."""
+
     @kopf.on.resume(GROUP, VERSION, "engineargssets", registry=registry)
     @kopf.on.create(GROUP, VERSION, "engineargssets", registry=registry)
     @kopf.on.update(GROUP, VERSION, "engineargssets", registry=registry)
@@ -119,7 +131,10 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     async def workload_changed(namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
         await _reconcile_pending_runs(services(memo), _ns(namespace))
 
-    # Snapshot
+
+def _register_snapshots(registry: kopf.OperatorRegistry) -> None:
+    """Snapshots, and the Pending runs waiting for one."""
+
     @kopf.on.resume(GROUP, VERSION, "snapshots", registry=registry)
     @kopf.on.create(GROUP, VERSION, "snapshots", registry=registry)
     @kopf.on.update(GROUP, VERSION, "snapshots", registry=registry)
@@ -132,7 +147,10 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     async def snapshot_changed(namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
         await _reconcile_pending_runs(services(memo), _ns(namespace))
 
-    # EvaluationRun
+
+def _register_runs(registry: kopf.OperatorRegistry) -> None:
+    """EvaluationRuns, their resync timer, their finished Jobs and their metrics."""
+
     @kopf.on.resume(GROUP, VERSION, "evaluationruns", registry=registry)
     @kopf.on.create(GROUP, VERSION, "evaluationruns", registry=registry)
     @kopf.on.update(GROUP, VERSION, "evaluationruns", registry=registry)
@@ -176,8 +194,6 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
             svc.forget("EvaluationRun", _ns(namespace), name)
         else:
             svc.metrics.observe(dict(body))
-
-    return registry
 
 
 async def _reconcile_pending_runs(svc: Services, namespace: str) -> None:

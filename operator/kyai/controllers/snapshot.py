@@ -18,19 +18,13 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from kyai.api import SnapshotSpec
-from kyai.builders import owner_reference
-from kyai.constants import (
-    LABEL_COMPONENT,
-    LABEL_MANAGED_BY,
-    LABEL_NAME,
-    LABEL_PART_OF,
-    LABEL_SNAPSHOT,
-    MANAGER,
-)
+from kyai.api import SnapshotSpec, SnapshotStatus
+from kyai.api.snapshot import SnapshotPhase
+from kyai.builders import spec_hash
+from kyai.builders.snapshot import config_map_name, snapshot_config_map
 from kyai.controllers import _conditions as c
-from kyai.controllers._services import Services, post_event
-from kyai.controllers.evaluationrun import spec_hash
+from kyai.controllers._services import Services
+from kyai.controllers._status import StatusWriter, spec_changed
 from kyai.datasets import (
     Dataset,
     DatasetError,
@@ -45,11 +39,6 @@ MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024
 
 class SourceUnavailable(Exception):
     """The rows could not be fetched (yet): retried later."""
-
-
-def config_map_name(snapshot: str) -> str:
-    """The ConfigMap holding a Snapshot's resolved rows."""
-    return f"{snapshot}-rows"
 
 
 def _suffix(spec: SnapshotSpec, hint: str) -> str:
@@ -158,122 +147,93 @@ async def resolve(svc: Services, namespace: str, name: str, spec: SnapshotSpec) 
         )
 
 
+SPEC_CHANGED = (
+    "the spec changed after the rows were resolved; the change is ignored (a "
+    "Snapshot is immutable): create a new Snapshot instead"
+)
+
+
+class SnapshotReconciler:
+    """One reconcile of one Snapshot: resolve once, then only guard immutability."""
+
+    def __init__(self, svc: Services, body: dict[str, Any]) -> None:
+        self.svc = svc
+        self.body = body
+        self.writer = StatusWriter(svc, body)
+        self.namespace, self.name = self.writer.namespace, self.writer.name
+
+    async def not_ready(self, phase: SnapshotPhase, reason: str, message: str) -> None:
+        """Pending or Failed, with a Warning event."""
+        conditions = self.writer.conditions((c.READY, False, reason, message))
+        await self.writer.patch(SnapshotStatus(phase=phase, message=message, conditions=conditions))
+        self.writer.event("Warning", reason, message)
+
+    async def reconcile(self) -> float | None:
+        """Resolve once; afterwards only guard immutability. Returns a retry delay, if any."""
+        spec_body = self.body.get("spec") or {}
+        current = SnapshotStatus.model_validate(self.writer.status)
+        if current.phase == "Ready":
+            if spec_changed(spec_body, current.spec_hash):
+                await self.writer.note_spec_change(SPEC_CHANGED)
+            return None
+        try:
+            spec = SnapshotSpec.model_validate(spec_body)
+        except ValidationError as exc:
+            await self.not_ready("Failed", c.INVALID_SPEC, c.validation_message(exc))
+            return None
+        if current.phase != "Resolving":
+            text = "resolving the rows"
+            conditions = self.writer.conditions((c.READY, None, c.RESOLVING, text))
+            await self.writer.patch(
+                SnapshotStatus(phase="Resolving", message=text, conditions=conditions)
+            )
+        try:
+            dataset = await resolve(self.svc, self.namespace, self.name, spec)
+        except SourceUnavailable as exc:
+            await self.not_ready("Pending", c.SOURCE_UNAVAILABLE, str(exc))
+            return 60.0
+        except DatasetError as exc:
+            await self.not_ready("Failed", c.INVALID_DATA, str(exc))
+            return None
+        await self._store(spec, dataset)
+        return None
+
+    async def _store(self, spec: SnapshotSpec, dataset: Dataset) -> None:
+        """Write the rows' ConfigMap (replacing a stale one) and mark the Snapshot Ready."""
+        files = snapshot_files(dataset)
+        limit = self.svc.settings.snapshot_configmap_limit_bytes
+        if files.size > limit:
+            message = (
+                f"the {len(dataset.rows)} rows take {files.size} bytes even compressed, more "
+                f"than a ConfigMap holds ({limit} bytes): split the dataset into several Snapshots"
+            )
+            await self.not_ready("Failed", c.TOO_LARGE, message)
+            return
+        config_map = snapshot_config_map(self.body, files.text, files.binary)
+        existing, created = await self.svc.kube.create(config_map)
+        manifest = files.text.get("snapshot.json")
+        if not created and (existing.get("data") or {}).get("snapshot.json") != manifest:
+            await self.svc.kube.delete("ConfigMap", self.namespace, config_map_name(self.name))
+            await self.svc.kube.create(config_map)
+        message = f"{len(dataset.rows)} rows, sha256 {dataset.sha256[:12]}…"
+        await self.writer.patch(
+            SnapshotStatus(
+                phase="Ready",
+                message=message,
+                rows=len(dataset.rows),
+                sha256=dataset.sha256,
+                dataset=dataset.name if spec.builtin is None else spec.builtin,
+                version=dataset.version,
+                config_map=config_map_name(self.name),
+                compressed=bool(files.binary),
+                spec_hash=spec_hash(self.body.get("spec") or {}),
+                resolved_at=c.now(),
+                conditions=self.writer.conditions((c.READY, True, c.RESOLVED, message)),
+            )
+        )
+        self.writer.event("Normal", c.RESOLVED, message)
+
+
 async def reconcile_snapshot(svc: Services, body: dict[str, Any]) -> float | None:
     """Resolve once; afterwards only guard immutability. Returns a retry delay, if any."""
-    meta = body["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
-    generation = meta.get("generation")
-    status = dict(body.get("status") or {})
-    current_hash = spec_hash(body.get("spec") or {})
-
-    async def patch(fields: dict[str, Any]) -> None:
-        fields = {**fields, "observedGeneration": generation}
-        status.update(fields)
-        await svc.kube.patch("Snapshot", namespace, name, {"status": fields}, subresource="status")
-
-    def conditions(ready: bool | None, reason: str, message: str) -> list[dict[str, Any]]:
-        return c.set_condition(
-            status.get("conditions"), c.READY, ready, reason, message, generation=generation
-        )
-
-    async def not_ready(phase: str, reason: str, message: str) -> None:
-        await patch(
-            {"phase": phase, "message": message,
-             "conditions": conditions(False, reason, message)}
-        )  # fmt: skip
-        post_event(body, type_="Warning", reason=reason, message=message)
-
-    if status.get("phase") == "Ready":
-        if status.get("specHash") != current_hash:
-            message = (
-                "the spec changed after the rows were resolved; the change is ignored (a "
-                "Snapshot is immutable): create a new Snapshot instead"
-            )
-            if c.get_condition(status.get("conditions"), c.DEGRADED) is None:
-                await patch(
-                    {
-                        "conditions": c.set_condition(
-                            status.get("conditions"),
-                            c.DEGRADED,
-                            True,
-                            c.SPEC_IMMUTABLE,
-                            message,
-                            generation=generation,
-                        )
-                    }
-                )
-                post_event(body, type_="Warning", reason=c.SPEC_IMMUTABLE, message=message)
-        return None
-    try:
-        spec = SnapshotSpec.model_validate(body.get("spec") or {})
-    except ValidationError as exc:
-        await not_ready("Failed", c.INVALID_SPEC, c.validation_message(exc))
-        return None
-    if status.get("phase") != "Resolving":
-        await patch(
-            {"phase": "Resolving", "message": "resolving the rows",
-             "conditions": conditions(None, c.RESOLVING, "resolving the rows")}
-        )  # fmt: skip
-    try:
-        dataset = await resolve(svc, namespace, name, spec)
-    except SourceUnavailable as exc:
-        await not_ready("Pending", c.SOURCE_UNAVAILABLE, str(exc))
-        return 60.0
-    except DatasetError as exc:
-        await not_ready("Failed", c.INVALID_DATA, str(exc))
-        return None
-    files = snapshot_files(dataset)
-    limit = svc.settings.snapshot_configmap_limit_bytes
-    if files.size > limit:
-        message = (
-            f"the {len(dataset.rows)} rows take {files.size} bytes even compressed, more than a "
-            f"ConfigMap holds ({limit} bytes): split the dataset into several Snapshots"
-        )
-        await not_ready("Failed", c.TOO_LARGE, message)
-        return None
-    config_map: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": config_map_name(name),
-            "namespace": namespace,
-            "labels": {
-                LABEL_NAME: "kyai",
-                LABEL_COMPONENT: "snapshot",
-                LABEL_PART_OF: "kyai-operator",
-                LABEL_MANAGED_BY: MANAGER,
-                LABEL_SNAPSHOT: name,
-            },
-            "ownerReferences": [owner_reference(body)],
-        },
-        "immutable": True,
-        "data": dict(files.text),
-    }
-    if files.binary:
-        config_map["binaryData"] = {
-            key: base64.b64encode(value).decode("ascii") for key, value in files.binary.items()
-        }
-    existing, created = await svc.kube.create(config_map)
-    if not created and (existing.get("data") or {}).get("snapshot.json") != files.text.get(
-        "snapshot.json"
-    ):
-        await svc.kube.delete("ConfigMap", namespace, config_map_name(name))
-        await svc.kube.create(config_map)
-    message = f"{len(dataset.rows)} rows, sha256 {dataset.sha256[:12]}…"
-    await patch(
-        {
-            "phase": "Ready",
-            "message": message,
-            "rows": len(dataset.rows),
-            "sha256": dataset.sha256,
-            "dataset": dataset.name if spec.builtin is None else spec.builtin,
-            "version": dataset.version,
-            "configMap": config_map_name(name),
-            "compressed": bool(files.binary),
-            "specHash": current_hash,
-            "resolvedAt": c.now(),
-            "conditions": conditions(True, c.RESOLVED, message),
-        }
-    )
-    post_event(body, type_="Normal", reason=c.RESOLVED, message=message)
-    return None
+    return await SnapshotReconciler(svc, body).reconcile()

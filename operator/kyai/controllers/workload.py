@@ -19,15 +19,29 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kyai.api import EngineArgsSetSpec, WorkloadSpec, canonical_flag
-from kyai.builders._common import ManifestError
+from kyai.api import (
+    EngineArgsSetSpec,
+    EngineArgsSetStatus,
+    WorkloadSpec,
+    WorkloadStatus,
+    canonical_flag,
+)
+from kyai.api.workload import WorkloadPhase
+from kyai.builders import ManifestError
 from kyai.builders.workload import workload_deployment, workload_endpoint, workload_service
 from kyai.constants import ANNOTATION_SPEC_HASH
 from kyai.controllers import _conditions as c
-from kyai.controllers._services import Services, post_event
+from kyai.controllers._services import Services
+from kyai.controllers._status import StatusWriter
 from kyai.engines import EngineArgsError, engine_for, served_model_name
-from kyai.evaluation import ChatClient, EndpointUnreachableError, RetryPolicy
-from kyai.evaluation._budget import find_card, window_from_card, window_from_config
+from kyai.evaluation import (
+    ChatClient,
+    EndpointUnreachableError,
+    RetryPolicy,
+    find_card,
+    window_from_card,
+    window_from_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,52 +49,43 @@ log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 10.0
 
 
-async def reconcile_engine_args(svc: Services, body: Mapping[str, Any]) -> None:
-    """Validate an EngineArgsSet and record Ready or Invalid; roll the Workloads using it."""
-    meta = body["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
-    generation = meta.get("generation")
-    conditions = (body.get("status") or {}).get("conditions")
+def _engine_args_problem(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) when an EngineArgsSet cannot be used, else None."""
     try:
         spec = EngineArgsSetSpec.model_validate(body.get("spec") or {})
-        owned = spec.owned_flags_used()
-        if owned:
-            raise ValueError(
-                f"spec.args sets {', '.join(owned)}, which the operator sets itself (host, "
-                "port, model, served model name): remove them and use the Workload's "
-                "spec.model / spec.servedModelName"
-            )
-    except (ValidationError, ValueError) as exc:
-        message = c.validation_message(exc)
-        reason = c.OWNED_FLAG if "operator sets itself" in message else c.INVALID_SPEC
-        status = {
-            "phase": "Invalid",
-            "message": message,
-            "observedGeneration": generation,
-            "conditions": c.set_condition(
-                conditions, c.READY, False, reason, message, generation=generation
-            ),
-        }
-        await svc.kube.patch(
-            "EngineArgsSet", namespace, name, {"status": status}, subresource="status"
+    except ValidationError as exc:
+        return c.INVALID_SPEC, c.validation_message(exc)
+    owned = spec.owned_flags_used()
+    if owned:
+        return c.OWNED_FLAG, (
+            f"spec.args sets {', '.join(owned)}, which the operator sets itself (host, "
+            "port, model, served model name): remove them and use the Workload's "
+            "spec.model / spec.servedModelName"
         )
-        post_event(body, type_="Warning", reason=reason, message=message)
+    return None
+
+
+async def reconcile_engine_args(svc: Services, body: Mapping[str, Any]) -> None:
+    """Validate an EngineArgsSet and record Ready or Invalid; roll the Workloads using it."""
+    writer = StatusWriter(svc, body)
+    problem = _engine_args_problem(body)
+    if problem is not None:
+        reason, message = problem
+        conditions = writer.conditions((c.READY, False, reason, message))
+        await writer.patch(
+            EngineArgsSetStatus(phase="Invalid", message=message, conditions=conditions)
+        )
+        writer.event("Warning", reason, message)
     else:
+        spec = EngineArgsSetSpec.model_validate(body.get("spec") or {})
         message = f"{len(spec.args)} flags for {spec.framework}"
-        status = {
-            "phase": "Ready",
-            "message": message,
-            "observedGeneration": generation,
-            "conditions": c.set_condition(
-                conditions, c.READY, True, c.VALID, message, generation=generation
-            ),
-        }
-        await svc.kube.patch(
-            "EngineArgsSet", namespace, name, {"status": status}, subresource="status"
+        conditions = writer.conditions((c.READY, True, c.VALID, message))
+        await writer.patch(
+            EngineArgsSetStatus(phase="Ready", message=message, conditions=conditions)
         )
-    for workload in await svc.kube.list("Workload", namespace):
-        if ((workload.get("spec") or {}).get("engineArgsSetRef") or {}).get("name") == name:
-            await reconcile_workload(svc, namespace, workload["metadata"]["name"])
+    for workload in await svc.kube.list("Workload", writer.namespace):
+        if ((workload.get("spec") or {}).get("engineArgsSetRef") or {}).get("name") == writer.name:
+            await reconcile_workload(svc, writer.namespace, workload["metadata"]["name"])
 
 
 async def _secret_value(svc: Services, namespace: str, name: str, key: str) -> str | None:
@@ -167,44 +172,21 @@ class WorkloadReconciler:
         self.svc = svc
         self.eas_spec: EngineArgsSetSpec | None = None
         self.body = body
-        self.meta = body["metadata"]
-        self.namespace = self.meta["namespace"]
-        self.name = self.meta["name"]
-        self.generation = self.meta.get("generation")
-        self.status: dict[str, Any] = dict(body.get("status") or {})
+        self.writer = StatusWriter(svc, body)
+        self.namespace, self.name = self.writer.namespace, self.writer.name
 
     async def set_status(
-        self, phase: str, reason: str, message: str, ready: bool, **fields: Any
+        self, phase: WorkloadPhase, reason: str, message: str, ready: bool, **fields: Any
     ) -> None:
-        """Patch the status; post an event when the phase changes."""
-        previous = self.status.get("phase")
-        body = {
-            "phase": phase,
-            "message": message,
-            "observedGeneration": self.generation,
-            "conditions": c.set_condition(
-                self.status.get("conditions"),
-                c.READY,
-                ready,
-                reason,
-                message,
-                generation=self.generation,
-            ),
-            **fields,
-        }
-        if body == {k: self.status.get(k) for k in body}:
+        """Patch the status (unless nothing changes); post an event when the phase changes."""
+        previous = self.writer.status.get("phase")
+        conditions = self.writer.conditions((c.READY, ready, reason, message))
+        status = WorkloadStatus(phase=phase, message=message, conditions=conditions, **fields)
+        if self.writer.unchanged(status):
             return
-        await self.svc.kube.patch(
-            "Workload", self.namespace, self.name, {"status": body}, subresource="status"
-        )
-        self.status.update(body)
+        await self.writer.patch(status)
         if previous != phase:
-            post_event(
-                self.body,
-                type_="Warning" if phase == "Failed" else "Normal",
-                reason=reason,
-                message=message,
-            )
+            self.writer.event("Warning" if phase == "Failed" else "Normal", reason, message)
 
     async def reconcile(self) -> None:
         """Validate, deploy (unless external), and read /v1/models when serving."""
@@ -214,65 +196,76 @@ class WorkloadReconciler:
             await self.set_status("Failed", c.INVALID_SPEC, c.validation_message(exc), False)
             return
         if spec.endpoint is not None:
-            key = None
-            ref = spec.endpoint.api_key_secret_ref
-            if ref is not None:
-                key = await _secret_value(self.svc, self.namespace, ref.name, ref.key)
-                if key is None:
-                    await self.set_status(
-                        "Pending",
-                        c.ENDPOINT_UNREACHABLE,
-                        f"the Secret {ref.name} (key {ref.key}) with the endpoint's API key "
-                        "does not exist",
-                        False,
-                    )
-                    return
-            await self._observe(spec, spec.endpoint.url, spec.served_name, key)
-            return
-        eas_spec = None
-        if spec.engine_args_set_ref is not None:
-            eas_name = spec.engine_args_set_ref.name
-            eas = await self.svc.kube.get("EngineArgsSet", self.namespace, eas_name)
-            if eas is None:
+            await self._external(spec)
+        elif await self._engine_args(spec):
+            await self._deploy(spec)
+
+    async def _external(self, spec: WorkloadSpec) -> None:
+        """A model served elsewhere: read its /v1/models (with its API key, if any)."""
+        assert spec.endpoint is not None
+        key = None
+        ref = spec.endpoint.api_key_secret_ref
+        if ref is not None:
+            key = await _secret_value(self.svc, self.namespace, ref.name, ref.key)
+            if key is None:
                 await self.set_status(
                     "Pending",
-                    c.ENGINE_ARGS_NOT_FOUND,
-                    f"the EngineArgsSet {eas_name} does not exist in namespace {self.namespace}",
+                    c.ENDPOINT_UNREACHABLE,
+                    f"the Secret {ref.name} (key {ref.key}) with the endpoint's API key "
+                    "does not exist",
                     False,
                 )
                 return
-            try:
-                eas_spec = EngineArgsSetSpec.model_validate(eas.get("spec") or {})
-            except ValidationError as exc:
-                await self.set_status(
-                    "Failed",
-                    c.ENGINE_ARGS_INVALID,
-                    f"the EngineArgsSet {eas_name} is invalid: {c.validation_message(exc)}",
-                    False,
-                )
-                return
-            self.eas_spec = eas_spec
-            if eas_spec.framework != spec.framework:
-                await self.set_status(
-                    "Failed",
-                    c.FRAMEWORK_MISMATCH,
-                    f"the EngineArgsSet {eas_name} is for {eas_spec.framework}, the Workload "
-                    f"for {spec.framework}",
-                    False,
-                )
-                return
+        await self._observe(spec, spec.endpoint.url, spec.served_name, key)
+
+    async def _engine_args(self, spec: WorkloadSpec) -> bool:
+        """Read the EngineArgsSet into ``eas_spec``; False (status written) when unusable."""
+        if spec.engine_args_set_ref is None:
+            return True
+        eas_name = spec.engine_args_set_ref.name
+        eas = await self.svc.kube.get("EngineArgsSet", self.namespace, eas_name)
+        if eas is None:
+            await self.set_status(
+                "Pending",
+                c.ENGINE_ARGS_NOT_FOUND,
+                f"the EngineArgsSet {eas_name} does not exist in namespace {self.namespace}",
+                False,
+            )
+            return False
+        try:
+            self.eas_spec = EngineArgsSetSpec.model_validate(eas.get("spec") or {})
+        except ValidationError as exc:
+            await self.set_status(
+                "Failed",
+                c.ENGINE_ARGS_INVALID,
+                f"the EngineArgsSet {eas_name} is invalid: {c.validation_message(exc)}",
+                False,
+            )
+            return False
+        if self.eas_spec.framework != spec.framework:
+            await self.set_status(
+                "Failed",
+                c.FRAMEWORK_MISMATCH,
+                f"the EngineArgsSet {eas_name} is for {self.eas_spec.framework}, the Workload "
+                f"for {spec.framework}",
+                False,
+            )
+            return False
+        return True
+
+    async def _deploy(self, spec: WorkloadSpec) -> None:
+        """Apply the engine's Service and Deployment; observe it once a replica is available."""
         try:
             deployment = workload_deployment(
-                self.name, self.namespace, spec, eas_spec, self.svc.settings, self.body
+                self.name, self.namespace, spec, self.eas_spec, self.svc.settings, self.body
             )
             service = workload_service(self.name, self.namespace, spec, self.body)
         except (EngineArgsError, ManifestError) as exc:
             await self.set_status("Failed", c.ENGINE_ARGS_INVALID, str(exc), False)
             return
-        current = await self._apply(service)
+        await self._apply(service)
         current = await self._apply(deployment)
-        status = current.get("status") or {}
-        available = int(status.get("availableReplicas") or 0)
+        available = int((current.get("status") or {}).get("availableReplicas") or 0)
         if available < 1:
             await self.set_status(
                 "Deploying",
@@ -280,7 +273,7 @@ class WorkloadReconciler:
                 f"waiting for the engine to become ready ({available}/{spec.replicas} replicas "
                 "available; model downloads can take many minutes)",
                 False,
-                readyReplicas=available,
+                ready_replicas=available,
             )
             return
         await self._observe(
@@ -288,7 +281,7 @@ class WorkloadReconciler:
             workload_endpoint(self.name, self.namespace),
             served_model_name(spec),
             None,
-            readyReplicas=available,
+            ready_replicas=available,
         )
 
     async def _apply(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -336,15 +329,15 @@ class WorkloadReconciler:
         source = "server" if window else None
         if window is None:
             window, source = await fallback_window(spec, self.eas_spec)
-        fields["maxModelLenSource"] = source
         await self.set_status(
             "Ready",
             c.SERVING,
             f"serving {served} at {url}" + (f" (context window {window} tokens)" if window else ""),
             True,
             endpoint=url,
-            servedModelName=served,
-            maxModelLen=window,
+            served_model_name=served,
+            max_model_len=window,
+            max_model_len_source=source,
             **fields,
         )
 

@@ -26,7 +26,7 @@ from ._builtin import (
 from ._errors import DatasetError, DatasetUnavailableError
 from ._hub import Downloader, hf_download
 from ._load import load_dataset
-from ._model import Dataset, Prompts, Row, canonical_jsonl, dataset_sha256
+from ._model import Dataset, Prompts, Row, canonical_jsonl, dataset_sha256, thaw_json
 from ._prompts import GENERATION_PROMPTS, JUDGE_PROMPTS
 from ._snapshot import SnapshotFiles, load_snapshot_dir, snapshot_files
 from ._store import dataset_from_dict, dataset_to_dict, read_rows_jsonl, write_rows_jsonl
@@ -55,6 +55,7 @@ __all__ = [
     "load_snapshot_dir",
     "read_rows_jsonl",
     "snapshot_files",
+    "thaw_json",
     "v1_rank_key",
     "write_rows_jsonl",
 ]

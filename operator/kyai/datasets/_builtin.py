@@ -83,6 +83,8 @@ class BuiltinDataset:
         mapping: one-line summary of the mapping, for humans.
         version: snapshot version (``"v1"``).
         size: questions kept by the v1 rule.
+        grader: id of its deterministic grader in :mod:`kyai.graders` (``None``: none).
+        no_grader_reason: why it has none (the LLM judge scores it).
     """
 
     name: str
@@ -103,6 +105,8 @@ class BuiltinDataset:
     mapper: Mapper = field(repr=False, compare=False)
     version: str = "v1"
     size: int = V1_SIZE
+    grader: str | None = None
+    no_grader_reason: str | None = None
 
     @property
     def generation_prompt(self) -> str:
@@ -349,6 +353,7 @@ _SPECS = (
         columns=("question_id", "question", "options", "answer"),
         mapping="question + lettered options -> instruction; answer letter -> ground truth",
         mapper=_map_mmlu_pro,
+        grader="mcq-a-j",
     ),
     BuiltinDataset(
         name="gpqa-diamond",
@@ -367,6 +372,7 @@ _SPECS = (
         columns=("Record ID", "Question", *GPQA_OPTION_COLUMNS),
         mapping="Question + 4 options in hashed order -> instruction; letter of the correct one",
         mapper=_map_gpqa,
+        grader="mcq-a-d",
     ),
     BuiltinDataset(
         name="math-500",
@@ -385,6 +391,7 @@ _SPECS = (
         columns=("problem", "solution", "answer", "subject", "level", "unique_id"),
         mapping="problem -> instruction; answer -> ground truth",
         mapper=_map_math500,
+        grader="math",
     ),
     BuiltinDataset(
         name="python-codes-25k",
@@ -403,6 +410,7 @@ _SPECS = (
         columns=("instruction", "input", "output"),
         mapping="instruction (+ input when non-blank) -> instruction; output -> ground truth",
         mapper=_map_python_codes,
+        no_grader_reason="its tasks have no tests to run and many correct programs",
     ),
     BuiltinDataset(
         name="humaneval",
@@ -421,6 +429,7 @@ _SPECS = (
         columns=("task_id", "prompt", "canonical_solution", "test", "entry_point"),
         mapping="prompt -> instruction; canonical_solution -> ground truth",
         mapper=_map_humaneval,
+        grader="humaneval",
     ),
     BuiltinDataset(
         name="quantum-mechanics",
@@ -441,6 +450,7 @@ _SPECS = (
         columns=("question", "response"),
         mapping="question -> instruction; response (reference solution) -> ground truth",
         mapper=_map_quantum,
+        no_grader_reason="its answers are free-form physics with equivalent forms",
     ),
     BuiltinDataset(
         name="ifeval",
@@ -459,6 +469,7 @@ _SPECS = (
         columns=("key", "prompt", "instruction_id_list", "kwargs"),
         mapping="prompt -> instruction; numbered constraint list -> ground truth",
         mapper=_map_ifeval,
+        grader="ifeval",
     ),
 )
 

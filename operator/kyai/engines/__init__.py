@@ -9,24 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from kyai.api.engineargsset import EngineArgsSetSpec
-from kyai.api.workload import WorkloadSpec
 from kyai.engines import sglang, trtllm, vllm
 from kyai.engines._common import (
     Engine,
     EngineArgsError,
     EngineCommand,
+    canonical_flag,
     check_engine_args,
     engine_env,
     flag_name,
     render_flags,
 )
 
-#: Every supported framework's profile, by its name in the API.
+if TYPE_CHECKING:  # api/ derives its framework enum from ENGINES: types only from there
+    from kyai.api.engineargsset import EngineArgsSetSpec
+    from kyai.api.workload import WorkloadSpec
+
+#: The registry: every supported framework's profile, by its name in the API. Adding an
+#: engine is one module beside these plus one entry here (then ``make crds``).
 ENGINES: Mapping[str, Engine] = MappingProxyType(
     {engine.framework: engine for engine in (vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE)}
 )
+
+
+def framework_list() -> str:
+    """The frameworks in prose for messages and descriptions: ``vllm, sglang or trtllm``."""
+    names = list(ENGINES)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def engine_for(framework: str) -> Engine:
@@ -58,11 +69,13 @@ __all__ = [
     "Engine",
     "EngineArgsError",
     "EngineCommand",
+    "canonical_flag",
     "check_engine_args",
     "engine_command",
     "engine_env",
     "engine_for",
     "flag_name",
+    "framework_list",
     "render_flags",
     "served_model_name",
 ]

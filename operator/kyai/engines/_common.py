@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kyai.api.engineargsset import EngineArgsSetSpec, Framework, canonical_flag
-from kyai.api.workload import WorkloadSpec
 from kyai.constants import ENGINE_PORT
+
+if TYPE_CHECKING:  # the API models use this registry (engines sit below api/)
+    from kyai.api.engineargsset import EngineArgsSetSpec
+    from kyai.api.workload import WorkloadSpec
 
 #: Every engine listens on all interfaces of its pod (the pod's network is the boundary).
 LISTEN_HOST = "0.0.0.0"
@@ -22,6 +24,11 @@ LISTEN_HOST = "0.0.0.0"
 #: Environment variables the operator sets itself on engine containers.
 ENV_HF_HOME = "HF_HOME"
 ENV_HF_TOKEN = "HF_TOKEN"
+
+
+def canonical_flag(name: str) -> str:
+    """``--max_model_len``, ``max-model-len`` and ``max_model_len`` all become ``max-model-len``."""
+    return name.lstrip("-").replace("_", "-").lower()
 
 
 class EngineArgsError(ValueError):
@@ -51,10 +58,14 @@ def _plain_served_name(workload: WorkloadSpec) -> str:
 class Engine:
     """One serving framework: how its server is started and what it calls things."""
 
-    framework: Framework
-    """The framework's name in the API (vllm, sglang, trtllm)."""
+    framework: str
+    """The framework's name in the API (``spec.framework``; the CRD's enum lists them)."""
     executable: tuple[str, ...]
     """The container ``command`` starting the OpenAI-compatible server."""
+    default_image: str
+    """The pinned image Workloads of this framework run (settings and the chart override)."""
+    owned_flags: frozenset[str]
+    """Flags the operator sets itself (canonical, dashed): an EngineArgsSet may not."""
     model_args: Callable[[WorkloadSpec], list[str]]
     """The arguments the operator owns: model, host, port and (where it exists) served name."""
     health_path: str

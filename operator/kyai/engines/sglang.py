@@ -19,8 +19,12 @@ Checked against:
 
 from __future__ import annotations
 
-from kyai.api.workload import WorkloadSpec
+from typing import TYPE_CHECKING
+
 from kyai.engines._common import Engine, listen_args
+
+if TYPE_CHECKING:
+    from kyai.api.workload import WorkloadSpec
 
 
 def _model_args(workload: WorkloadSpec) -> list[str]:
@@ -36,6 +40,8 @@ def _model_args(workload: WorkloadSpec) -> list[str]:
 ENGINE = Engine(
     framework="sglang",
     executable=("python3", "-m", "sglang.launch_server"),
+    default_image="lmsysorg/sglang:v0.5.3-cu129",
+    owned_flags=frozenset({"host", "port", "model-path", "model", "served-model-name"}),
     model_args=_model_args,
     health_path="/health",
     served_model_name_flag="--served-model-name",

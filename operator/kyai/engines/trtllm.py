@@ -23,9 +23,12 @@ Checked against:
 from __future__ import annotations
 
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
-from kyai.api.workload import WorkloadSpec
 from kyai.engines._common import Engine, listen_args
+
+if TYPE_CHECKING:
+    from kyai.api.workload import WorkloadSpec
 
 
 def _served_name(workload: WorkloadSpec) -> str:
@@ -43,6 +46,8 @@ def _model_args(workload: WorkloadSpec) -> list[str]:
 ENGINE = Engine(
     framework="trtllm",
     executable=("trtllm-serve",),
+    default_image="nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+    owned_flags=frozenset({"host", "port", "model", "served-model-name"}),
     model_args=_model_args,
     health_path="/health",
     served_model_name_flag=None,

@@ -23,8 +23,12 @@ The ``vllm/vllm-openai`` image's entrypoint is replaced by the ``command`` below
 
 from __future__ import annotations
 
-from kyai.api.workload import WorkloadSpec
+from typing import TYPE_CHECKING
+
 from kyai.engines._common import Engine, listen_args
+
+if TYPE_CHECKING:
+    from kyai.api.workload import WorkloadSpec
 
 
 def _model_args(workload: WorkloadSpec) -> list[str]:
@@ -34,6 +38,8 @@ def _model_args(workload: WorkloadSpec) -> list[str]:
 ENGINE = Engine(
     framework="vllm",
     executable=("vllm", "serve"),
+    default_image="vllm/vllm-openai:v0.11.0",
+    owned_flags=frozenset({"host", "port", "model", "served-model-name"}),
     model_args=_model_args,
     health_path="/health",
     served_model_name_flag="--served-model-name",

@@ -7,8 +7,11 @@ from kyai.evaluation._budget import (
     DEFAULT_CONTEXT_WINDOW,
     ContextWindow,
     ModelConfigError,
+    find_card,
     output_budget,
     resolve_window,
+    window_from_card,
+    window_from_config,
 )
 from kyai.evaluation._client import (
     ChatClient,
@@ -58,6 +61,7 @@ __all__ = [
     "agreement",
     "cohen_kappa",
     "comparison_key",
+    "find_card",
     "generate",
     "judge",
     "judge_many",
@@ -70,4 +74,6 @@ __all__ = [
     "resolve_window",
     "score_rows",
     "strip_reasoning",
+    "window_from_card",
+    "window_from_config",
 ]

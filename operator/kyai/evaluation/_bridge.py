@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from kyai.evaluation._client import ChatClient
-from kyai.graders._types import ModelBridge
+from kyai.graders import ModelBridge
 
 #: Request fields passed through to the chat completion as they are.
 _PASSED = ("temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty")

@@ -22,7 +22,7 @@ from kyai.evaluation._judge import GenerationSet, JudgeConfig, build_summary, ju
 from kyai.evaluation._progress import ProgressListener
 from kyai.evaluation._reasoning import strip_reasoning
 from kyai.evaluation._scoring import comparison_key
-from kyai.graders._types import Grade, GradeInput, Grader, GradingContext, ModelBridge
+from kyai.graders import Grade, GradeInput, Grader, GradingContext, ModelBridge
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,11 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
+from kyai._clock import now
+from kyai.api import EvaluationRunStatus, status_patch
+from kyai.api.evaluationrun import JudgeResult, Progress
 from kyai.constants import GROUP, KINDS, VERSION
 from kyai.evaluation._progress import ProgressUpdate
 
@@ -47,52 +49,49 @@ def kubernetes_patcher(namespace: str, name: str) -> Patcher:
     return patch
 
 
-def now_iso() -> str:
-    """The current UTC time, RFC 3339 with a ``Z``."""
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def progress_status(update: ProgressUpdate) -> dict[str, Any]:
     """The ``status.progress`` of an update."""
-    return {
-        "phase": update.phase,
-        "done": update.done,
-        "total": update.total,
-        "errors": update.errors,
-        "updatedAt": now_iso(),
-    }
+    progress = Progress(
+        phase=update.phase,
+        done=update.done,
+        total=update.total,
+        errors=update.errors,
+        updated_at=now(),
+    )
+    return progress.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def _judge_result(judge: Mapping[str, Any]) -> JudgeResult:
+    return JudgeResult(
+        name=judge["name"],
+        avg_score=judge["avg_score"],
+        comparison_key=judge["comparison_key"],
+        error_count=judge["error_count"],
+        judge_model=judge.get("judge_model"),
+    )
 
 
 def result_status(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The status fields a finished judge phase reports (camelCase, as the CRD has them)."""
-    status: dict[str, Any] = {
-        "avgScore": summary["avg_score"],
-        "avgLatencyMs": summary["avg_latency_ms"],
-        "questions": summary["count"],
-        "errors": dict(summary["errors"]),
-        "errorCount": summary["error_count"],
-        "comparisonKey": summary["comparison_key"],
-        "judgeModel": summary.get("judge_model"),
-        "dataset": summary.get("dataset"),
-        "datasetVersion": summary.get("dataset_version"),
-        "datasetSha256": summary.get("dataset_sha256"),
-    }
+    """The status fields a finished judge phase reports, through the API's status model."""
+    status = EvaluationRunStatus(
+        avg_score=summary["avg_score"],
+        avg_latency_ms=summary["avg_latency_ms"],
+        questions=summary["count"],
+        errors=dict(summary["errors"]),
+        error_count=summary["error_count"],
+        comparison_key=summary["comparison_key"],
+        judge_model=summary.get("judge_model"),
+        dataset=summary.get("dataset"),
+        dataset_version=summary.get("dataset_version"),
+        dataset_sha256=summary.get("dataset_sha256"),
+    )
     scores = summary.get("scores") or []
     if len(scores) <= MAX_STATUS_SCORES:
-        status["scores"] = list(scores)
+        status.scores = list(scores)
     if summary.get("judges"):
-        status["judges"] = [
-            {
-                "name": judge["name"],
-                "avgScore": judge["avg_score"],
-                "comparisonKey": judge["comparison_key"],
-                "errorCount": judge["error_count"],
-                "judgeModel": judge.get("judge_model"),
-            }
-            for judge in summary["judges"]
-        ]
-        status["agreement"] = {"pairs": list(summary.get("agreement") or [])}
-    return status
+        status.judges = [_judge_result(judge) for judge in summary["judges"]]
+        status.agreement = {"pairs": list(summary.get("agreement") or [])}
+    return status_patch(status)
 
 
 class StatusReporter:

@@ -65,6 +65,8 @@ def _positive_float(text: str) -> float:
 
 
 def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
+    from kyai.datasets import builtin_names
+
     group = parser.add_argument_group("candidate")
     group.add_argument(
         "--endpoint",
@@ -111,9 +113,7 @@ def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--dataset",
         metavar="NAME_OR_FILE",
-        help="a built-in dataset name (mmlu-pro, gpqa-diamond, math-500, "
-        "python-codes-25k, humaneval, quantum-mechanics, ifeval) or a custom "
-        "JSONL/CSV file",
+        help=f"a built-in dataset name ({', '.join(builtin_names())}) or a custom JSONL/CSV file",
     )
     data.add_argument(
         "--dataset-file",
@@ -142,6 +142,13 @@ def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _judge_name(text: str) -> tuple[str, str]:
+    kind, _, name = text.partition("=")
+    if kind not in ("llm", "builtin") or not name:
+        raise argparse.ArgumentTypeError(f"expected llm=NAME or builtin=NAME, got {text!r}")
+    return kind, name
+
+
 def _add_judge_flags(parser: argparse.ArgumentParser, *, prompt: bool = True) -> None:
     group = parser.add_argument_group("judge")
     group.add_argument(
@@ -151,6 +158,14 @@ def _add_judge_flags(parser: argparse.ArgumentParser, *, prompt: bool = True) ->
         metavar="KIND",
         help="llm (an LLM judge, the default) or builtin (the dataset's deterministic grader); "
         "repeat, or add --grader, for several judges on the same answers",
+    )
+    group.add_argument(
+        "--judge-name",
+        action="append",
+        type=_judge_name,
+        metavar="KIND=NAME",
+        help="report the llm or builtin judge under NAME (default: its kind); a grader is "
+        "named after its file",
     )
     group.add_argument(
         "--grader",
@@ -482,9 +497,10 @@ def _judges(
             timeout_s=args.request_timeout,
             retry=retry,
         )
+    names = dict(args.judge_name or [])
     judges: list[NamedJudge] = []
     if llm:
-        judges.append(NamedJudge("llm", llm=config))
+        judges.append(NamedJudge(names.get("llm", "llm"), llm=config))
     if builtin:
         try:
             manifest = json.loads((generations_dir / "run.json").read_text(encoding="utf-8"))
@@ -496,7 +512,12 @@ def _judges(
             grader = builtin_grader(dataset if builtin_dataset else None)
         except GraderUnavailableError as exc:
             raise UsageError(f"--judge builtin: {exc}") from exc
-        judges.append(NamedJudge("builtin", grader=GraderJudge(grader, "builtin", concurrency=2)))
+        judges.append(
+            NamedJudge(
+                names.get("builtin", "builtin"),
+                grader=GraderJudge(grader, "builtin", concurrency=2),
+            )
+        )
     for path, grader in zip(args.grader or [], graders, strict=True):
         name = path.stem
         if name in {judge.name for judge in judges}:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from kyai.datasets._model import thaw_json
+from kyai.datasets import thaw_json
 from kyai.graders._types import (
     CANDIDATE_ERROR,
     GRADER_ERROR,

@@ -77,8 +77,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from kyai.datasets import Row
-from kyai.datasets._model import thaw_json
+from kyai.datasets import Row, thaw_json
 
 from ._sandbox import BridgeHandler, SandboxLimits, SandboxResult, run_sandboxed
 from ._types import CANDIDATE_ERROR, Grade, GradeInput, GradingContext, GradingOutcome, ModelBridge

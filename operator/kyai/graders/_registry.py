@@ -1,13 +1,61 @@
-"""Which deterministic grader scores which built-in dataset."""
+"""Deterministic graders by id; which built-in dataset uses which is said by its entry.
+
+A built-in dataset's entry in :data:`kyai.datasets.BUILTIN_DATASETS` names its grader's id
+(or why it has none); :func:`builtin_grader` builds that grader.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from kyai.datasets import BUILTIN_DATASETS
 from kyai.graders._types import Grader
+
+
+def _mcq(letters: str) -> Callable[[], Grader]:
+    def make() -> Grader:
+        from kyai.graders._mcq import MCQGrader
+
+        return MCQGrader(letters=letters)
+
+    return make
+
+
+def _math() -> Grader:
+    from kyai.graders._math import MathGrader
+
+    return MathGrader()
+
+
+def _humaneval() -> Grader:
+    from kyai.graders._humaneval import HumanEvalGrader
+
+    return HumanEvalGrader()
+
+
+def _ifeval() -> Grader:
+    from kyai.graders._ifeval import IFEvalGrader
+
+    return IFEvalGrader()
+
+
+#: Grader factories by the id a dataset entry names.
+GRADERS: Mapping[str, Callable[[], Grader]] = MappingProxyType(
+    {
+        "mcq-a-j": _mcq("ABCDEFGHIJ"),
+        "mcq-a-d": _mcq("ABCD"),
+        "math": _math,
+        "humaneval": _humaneval,
+        "ifeval": _ifeval,
+    }
+)
 
 #: Built-ins without a deterministic grader, and why.
 NO_BUILTIN_GRADER: dict[str, str] = {
-    "python-codes-25k": "its tasks have no tests to run and many correct programs",
-    "quantum-mechanics": "its answers are free-form physics with equivalent forms",
+    name: entry.no_grader_reason or "it names no grader"
+    for name, entry in BUILTIN_DATASETS.items()
+    if entry.grader is None
 }
 
 
@@ -31,24 +79,7 @@ def builtin_grader(dataset: str | None) -> Grader:
             f"{dataset} has no deterministic grader ({NO_BUILTIN_GRADER[dataset]}): use the LLM "
             "judge (--judge llm, the default) with its judge prompt"
         )
-    if dataset == "mmlu-pro":
-        from kyai.graders._mcq import MCQGrader
-
-        return MCQGrader(letters="ABCDEFGHIJ")
-    if dataset == "gpqa-diamond":
-        from kyai.graders._mcq import MCQGrader
-
-        return MCQGrader(letters="ABCD")
-    if dataset == "math-500":
-        from kyai.graders._math import MathGrader
-
-        return MathGrader()
-    if dataset == "humaneval":
-        from kyai.graders._humaneval import HumanEvalGrader
-
-        return HumanEvalGrader()
-    if dataset == "ifeval":
-        from kyai.graders._ifeval import IFEvalGrader
-
-        return IFEvalGrader()
-    raise GraderUnavailableError(f"{dataset!r} is not a built-in dataset")
+    entry = BUILTIN_DATASETS.get(dataset)
+    if entry is None or entry.grader is None:
+        raise GraderUnavailableError(f"{dataset!r} is not a built-in dataset")
+    return GRADERS[entry.grader]()

@@ -167,7 +167,7 @@ def test_command_line_and_image() -> None:
     assert engine["command"] == ["vllm", "serve"]
     assert engine["args"][0] == "Qwen/Qwen3-8B"
     assert engine["args"][-2:] == ["--max-model-len", "8192"]
-    assert engine["image"] == SETTINGS.vllm_image
+    assert engine["image"] == SETTINGS.engine_image("vllm")
     custom = OperatorSettings(vllm_image="registry.local/vllm:pinned")
     other = workload_deployment("qwen", "team-a", spec(), None, custom)
     assert container(other)["image"] == "registry.local/vllm:pinned"

@@ -341,9 +341,9 @@ def test_operator_settings_from_custom_values(custom_objects: list[dict[str, Any
     settings = OperatorSettings.from_env(env_of(deployment))
     assert settings.namespaces == ("team-a", "team-b")
     assert settings.worker_image == "registry.local/kyai-worker:9.9.9"
-    assert settings.vllm_image == "registry.local/vllm:pinned"
-    assert settings.trtllm_image == "registry.local/trt:1"
-    assert settings.sglang_image == OperatorSettings().sglang_image
+    assert settings.engine_image("vllm") == "registry.local/vllm:pinned"
+    assert settings.engine_image("trtllm") == "registry.local/trt:1"
+    assert settings.engine_image("sglang") == OperatorSettings().engine_image("sglang")
     assert settings.default_judge_endpoint == "https://judge.example.test/v1"
     assert settings.default_judge_model == "judge-70b"
     assert settings.default_judge_secret_namespace == RELEASE_NS

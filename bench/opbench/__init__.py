@@ -1,0 +1,1 @@
+"""Modules of the operator benchmark (bench/bench_operator.py)."""

@@ -1,0 +1,92 @@
+"""The worker command-line contract: the ``kyai generate`` and ``kyai judge`` argument lists.
+
+The operator starts its Jobs with these arguments and nothing else; the flags are those of
+:mod:`kyai.evaluation.cli`. Pure functions, unit-tested without a cluster.
+"""
+
+from __future__ import annotations
+
+from kyai.api import GenerationSettings
+from kyai.builders.plan import JudgesPlan
+
+#: Where the worker containers find things.
+SNAPSHOT_MOUNT = "/etc/kyai/snapshot"
+RESULTS_MOUNT = "/results"
+GRADERS_MOUNT = "/etc/kyai/graders"
+
+#: Environment variables the workers read secrets from (named by --api-key-env flags).
+CANDIDATE_KEY_ENV = "KYAI_CANDIDATE_API_KEY"
+JUDGE_KEY_ENV = "KYAI_JUDGE_API_KEY"
+
+
+def results_path(run: str) -> str:
+    """The directory of a run's results inside the results claim."""
+    return f"{RESULTS_MOUNT}/{run}"
+
+
+def _common(generation: GenerationSettings, namespace: str, run: str) -> list[str]:
+    return [
+        "--concurrency", str(generation.concurrency),
+        "--request-timeout", str(generation.request_timeout_seconds),
+        "--max-retries", str(generation.max_retries),
+        "--report-run", f"{namespace}/{run}",
+    ]  # fmt: skip
+
+
+def generation_args(
+    *,
+    namespace: str,
+    run: str,
+    endpoint: str,
+    model: str,
+    generation: GenerationSettings,
+    api_key: bool,
+    context_window: int | None,
+) -> list[str]:
+    """``kyai generate`` over the mounted snapshot, answers into the run's results folder."""
+    args = [
+        "generate",
+        "--snapshot", SNAPSHOT_MOUNT,
+        "--endpoint", endpoint,
+        "--model", model,
+        "--output", results_path(run),
+        *_common(generation, namespace, run),
+    ]  # fmt: skip
+    if api_key:
+        args += ["--api-key-env", CANDIDATE_KEY_ENV]
+    if context_window:  # the server's own figure still wins in the worker
+        args += ["--context-window", str(context_window)]
+    return args
+
+
+def judge_args(
+    judges: JudgesPlan,
+    *,
+    namespace: str,
+    run: str,
+    generations_path: str,
+    generation: GenerationSettings,
+) -> list[str]:
+    """``kyai judge`` of the stored answers, each judge named as the spec names it."""
+    args = [
+        "judge",
+        "--generations", generations_path,
+        "--output", results_path(run),
+        *_common(generation, namespace, run),
+    ]  # fmt: skip
+    for kind, wanted in (("llm", judges.use_llm), ("builtin", judges.builtin)):
+        if wanted:
+            args += ["--judge", kind]
+            name = judges.names.get(kind, kind)
+            if name != kind:
+                args += ["--judge-name", f"{kind}={name}"]
+    for name in judges.graders:
+        args += ["--grader", f"{GRADERS_MOUNT}/{name}.json"]
+    llm = judges.llm
+    if llm is not None:
+        args += ["--judge-endpoint", llm.endpoint, "--judge-model", llm.model]
+        if llm.secret is not None:
+            args += ["--judge-api-key-env", JUDGE_KEY_ENV]
+        if llm.prompt and judges.use_llm:
+            args += ["--judge-prompt", llm.prompt]
+    return args

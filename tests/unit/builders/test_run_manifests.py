@@ -1,0 +1,239 @@
+"""An EvaluationRun's children and worker command lines, built from a Plan with no cluster."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from kyai.api import GenerationSettings
+from kyai.builders import evaluation as build
+from kyai.builders import worker_args
+from kyai.builders.plan import JudgesPlan, LLMJudgePlan, Plan, SecretEnv, SecretSource
+from kyai.constants import LABEL_RUN
+
+OWNER = {
+    "apiVersion": "kyai.io/v1alpha1",
+    "kind": "EvaluationRun",
+    "metadata": {"name": "r1", "namespace": "team-a", "uid": "u-1"},
+}
+GEN = GenerationSettings(concurrency=8, request_timeout_seconds=90, max_retries=2)
+JUDGE_SECRET = SecretEnv(env=worker_args.JUDGE_KEY_ENV, secret="judge-key", key="token")
+
+
+def grader(source: str = "def grade(sample, item):\n    return 1.0\n") -> dict[str, Any]:
+    return {"grader": {"type": "python", "contract": "sample", "source": source}}
+
+
+def judges(**fields: Any) -> JudgesPlan:
+    base: dict[str, Any] = {
+        "llm": LLMJudgePlan(endpoint="https://judge.example:8443/v1", model="j", secret=None),
+        "use_llm": True,
+    }
+    return JudgesPlan(**{**base, **fields})
+
+
+def plan(**fields: Any) -> Plan:
+    base: dict[str, Any] = {
+        "generate": True,
+        "generation_args": ["generate", "--model", "m"],
+        "results_claim": "r1-results",
+        "own_claim": True,
+        "judges": judges(),
+        "generations_path": "/results/r1",
+    }
+    return Plan(**{**base, **fields})
+
+
+def owned_by_run(meta: dict[str, Any]) -> None:
+    assert meta["namespace"] == "team-a"
+    assert meta["labels"][LABEL_RUN] == "r1"
+    (ref,) = meta["ownerReferences"]
+    assert (ref["kind"], ref["name"], ref["uid"], ref["controller"]) == (
+        "EvaluationRun", "r1", "u-1", True
+    )  # fmt: skip
+
+
+def test_generation_args_full() -> None:
+    args = worker_args.generation_args(
+        namespace="team-a", run="r1", endpoint="http://cand:8000/v1", model="qwen",
+        generation=GEN, api_key=True, context_window=32768,
+    )  # fmt: skip
+    assert args == [
+        "generate", "--snapshot", "/etc/kyai/snapshot", "--endpoint", "http://cand:8000/v1",
+        "--model", "qwen", "--output", "/results/r1", "--concurrency", "8",
+        "--request-timeout", "90", "--max-retries", "2", "--report-run", "team-a/r1",
+        "--api-key-env", "KYAI_CANDIDATE_API_KEY", "--context-window", "32768",
+    ]  # fmt: skip
+
+
+def test_generation_args_without_key_or_window() -> None:
+    args = worker_args.generation_args(
+        namespace="n", run="r", endpoint="e", model="m", generation=GEN, api_key=False,
+        context_window=None,
+    )  # fmt: skip
+    assert "--api-key-env" not in args and "--context-window" not in args
+    assert args[args.index("--output") + 1] == "/results/r"
+
+
+def test_judge_args_default_names_need_no_flag() -> None:
+    args = worker_args.judge_args(
+        judges(), namespace="team-a", run="r1", generations_path="/results/src", generation=GEN
+    )
+    assert args[:5] == ["judge", "--generations", "/results/src", "--output", "/results/r1"]
+    assert args[args.index("--judge") + 1] == "llm"
+    assert "--judge-name" not in args
+    assert args[args.index("--judge-endpoint") + 1] == "https://judge.example:8443/v1"
+    assert "--judge-api-key-env" not in args and "--judge-prompt" not in args
+
+
+def test_judge_args_keep_the_spec_names() -> None:
+    plan_judges = judges(
+        llm=LLMJudgePlan(endpoint="http://j/v1", model="j", secret=JUDGE_SECRET, prompt="P"),
+        builtin=True,
+        graders={"ends-with": grader(), "llm-check": grader()},
+        names={"llm": "platform", "builtin": "verify"},
+    )
+    args = worker_args.judge_args(
+        plan_judges, namespace="n", run="r", generations_path="/results/r", generation=GEN
+    )
+    joined = " ".join(args)
+    assert "--judge llm --judge-name llm=platform" in joined
+    assert "--judge builtin --judge-name builtin=verify" in joined
+    graders = [args[i + 1] for i, arg in enumerate(args) if arg == "--grader"]
+    assert graders == ["/etc/kyai/graders/ends-with.json", "/etc/kyai/graders/llm-check.json"]
+    assert args[args.index("--judge-api-key-env") + 1] == "KYAI_JUDGE_API_KEY"
+    assert args[args.index("--judge-prompt") + 1] == "P"
+
+
+def test_judge_args_bridge_only_endpoint_has_no_llm_judge() -> None:
+    plan_judges = judges(use_llm=False, graders={"g": grader()})
+    args = worker_args.judge_args(
+        plan_judges, namespace="n", run="r", generations_path="/results/r", generation=GEN
+    )
+    assert "--judge" not in args and "--judge-endpoint" in args
+
+
+def test_graders_config_map() -> None:
+    manifest = build.graders_config_map(OWNER, {"ends-with": grader("x = 1")})
+    assert (manifest["kind"], manifest["metadata"]["name"]) == ("ConfigMap", "r1-graders")
+    owned_by_run(manifest["metadata"])
+    assert json.loads(manifest["data"]["ends-with.json"]) == grader("x = 1")
+
+
+def test_judge_secret_copies_the_value_under_the_plans_key() -> None:
+    value = base64.b64encode(b"sk-1").decode()
+    secret = SecretEnv(env="E", secret=build.judge_secret_name("r1"), key="api-key")
+    manifest = build.judge_secret(OWNER, secret, value)
+    assert (manifest["kind"], manifest["type"]) == ("Secret", "Opaque")
+    assert manifest["metadata"]["name"] == "r1-judge-key"
+    owned_by_run(manifest["metadata"])
+    assert manifest["data"] == {"api-key": value}
+
+
+def test_worker_rbac_reaches_only_its_run() -> None:
+    account, role, binding = build.worker_rbac(OWNER)
+    assert [o["kind"] for o in (account, role, binding)] == [
+        "ServiceAccount", "Role", "RoleBinding"
+    ]  # fmt: skip
+    for obj in (account, role, binding):
+        assert obj["metadata"]["name"] == "r1-worker"
+        owned_by_run(obj["metadata"])
+    assert account["automountServiceAccountToken"] is False
+    assert {tuple(rule["resources"]) for rule in role["rules"]} == {
+        ("evaluationruns",), ("evaluationruns/status",)
+    }  # fmt: skip
+    assert all(rule["resourceNames"] == ["r1"] for rule in role["rules"])
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "r1-worker", "namespace": "team-a"}
+    ]
+
+
+@pytest.mark.parametrize("storage_class", [None, "fast"])
+def test_results_claim(storage_class: str | None) -> None:
+    claim = build.results_claim(OWNER, size="2Gi", storage_class=storage_class)
+    assert claim["metadata"]["name"] == "r1-results"
+    owned_by_run(claim["metadata"])
+    assert claim["spec"]["resources"]["requests"]["storage"] == "2Gi"
+    assert claim["spec"].get("storageClassName") == storage_class
+
+
+def job_manifest(job: build.WorkerJob) -> dict[str, Any]:
+    return build.worker_job(
+        OWNER, job, image="img:1", image_pull_policy="Never", results_claim="r1-results",
+        backoff_limit=1, active_deadline_seconds=600,
+    )  # fmt: skip
+
+
+def test_generation_job_mounts_snapshot_and_candidate_key() -> None:
+    secret = SecretEnv(env=worker_args.CANDIDATE_KEY_ENV, secret="cand", key="api-key")
+    job = build.generation_job("r1", plan(candidate_secret=secret, snapshot_config_map="s-rows"))
+    manifest = job_manifest(job)
+    assert manifest["metadata"]["name"] == "r1-generate"
+    pod = manifest["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"] == ["generate", "--model", "m"]
+    assert secret.env_entry() in container["env"]
+    assert {"name": "snapshot", "configMap": {"name": "s-rows"}} in pod["volumes"]
+    assert pod["serviceAccountName"] == "r1-worker"
+    assert manifest["spec"]["activeDeadlineSeconds"] == 600
+
+
+def test_judge_job_mounts_graders_only_when_there_are_some() -> None:
+    with_graders = job_manifest(
+        build.judge_job("r1", judges(llm=LLMJudgePlan(
+            endpoint="e", model="m", secret=JUDGE_SECRET), graders={"g": grader()}), ["judge"])
+    )  # fmt: skip
+    pod = with_graders["spec"]["template"]["spec"]
+    assert {"name": "graders", "configMap": {"name": "r1-graders"}} in pod["volumes"]
+    (container,) = pod["containers"]
+    assert JUDGE_SECRET.env_entry() in container["env"]
+    plain = job_manifest(build.judge_job("r1", judges(), ["judge"]))
+    volumes = plain["spec"]["template"]["spec"]["volumes"]
+    assert all(v["name"] != "graders" for v in volumes)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "ports"),
+    [("https://judge.example:8443/v1", [8443]), ("https://j/v1", [443]), ("http://j/v1", [80])],
+)
+def test_endpoint_ports(endpoint: str, ports: list[int]) -> None:
+    assert build.endpoint_ports(judges(llm=LLMJudgePlan(endpoint=endpoint, model="m"))) == ports
+    assert build.endpoint_ports(JudgesPlan()) == []
+
+
+def test_plan_round_trips_through_status() -> None:
+    original = plan(
+        candidate_secret=SecretEnv(env="A", secret="b", key="c"),
+        judges=judges(
+            llm=LLMJudgePlan(
+                endpoint="e", model="m", secret=JUDGE_SECRET,
+                copy_secret_from=SecretSource(namespace="kyai-system", name="k", key="api-key"),
+            ),
+            graders={"g": grader()}, names={"llm": "platform"},
+        ),
+    )  # fmt: skip
+    status = original.to_status()
+    assert json.loads(json.dumps(status)) == status  # plain JSON, as the API server keeps it
+    assert status["judges"]["useLlm"] is True and status["resultsClaim"] == "r1-results"
+    assert Plan.from_status(status) == original
+
+
+def test_plan_reads_the_earlier_list_form_of_secrets() -> None:
+    status = plan().to_status()
+    status["candidateSecret"] = ["A", "b", "c"]
+    status["judges"]["llm"]["copySecretFrom"] = ["ns", "name", "key"]
+    status["judges"]["llm"]["secret"] = ["E", "s", "k"]
+    read = Plan.from_status(status)
+    assert read.candidate_secret == SecretEnv(env="A", secret="b", key="c")
+    assert read.judges.llm is not None
+    assert read.judges.llm.copy_secret_from == SecretSource(namespace="ns", name="name", key="key")
+
+
+def test_judges_model_shown_in_status() -> None:
+    assert judges().model == "j"
+    assert JudgesPlan(builtin=True).model == "builtin"
+    assert JudgesPlan(graders={"first": {}, "second": {}}).model == "first"
+    assert JudgesPlan().model == "python"
