@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kyai.testing._double import STREAMING_NOT_SUPPORTED, DoubleNotRunningError, LLMDouble
+from kyai.testing._faults import FAULT_KINDS, Faults
 from kyai.testing._judge import substring_judge
 from kyai.testing._model import (
     DEFAULT_CONTENT,
@@ -46,11 +47,13 @@ from kyai.testing._servers import OVERFLOW_STYLES, OverflowStyle
 
 __all__ = [
     "DEFAULT_CONTENT",
+    "FAULT_KINDS",
     "OVERFLOW_STYLES",
     "STREAMING_NOT_SUPPORTED",
     "ChatRequest",
     "DoubleConfigError",
     "DoubleNotRunningError",
+    "Faults",
     "LLMDouble",
     "ModelSpec",
     "OverflowStyle",
