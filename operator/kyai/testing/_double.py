@@ -283,7 +283,7 @@ class LLMDouble:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            fault = await self._fault(request)
+            fault = await self._fault(request, record)
             record.fault = fault
             if fault in STATUS_FAULTS:
                 status = int(fault or 0)
@@ -324,7 +324,7 @@ class LLMDouble:
             return response
         return web.json_response(reply.body, status=reply.status, headers=reply.headers)
 
-    async def _fault(self, request: web.Request) -> str | None:
+    async def _fault(self, request: web.Request, record: RecordedRequest) -> str | None:
         """The fault to inject into this chat request, if any (see :class:`Faults`)."""
         if self.faults is None or self.faults.rate == 0:
             return None
@@ -335,6 +335,8 @@ class LLMDouble:
             model = json.loads(raw).get("model")
         except (ValueError, AttributeError):
             model = None
+        if isinstance(model, str):
+            record.model = model
         return self.faults.pick(raw, occurrence, model if isinstance(model, str) else None)
 
     async def _answer_chat(self, request: web.Request, record: RecordedRequest) -> _Reply:
