@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import os
 import random
 import re
 import time
@@ -267,7 +268,7 @@ def check_endpoint(url: str) -> str:
 
 @dataclass(frozen=True)
 class _Reply:
-    """One HTTP answer, read whole: status, lower-cased headers, body bytes."""
+    """One HTTP answer, read whole: status, headers (case-insensitive), body bytes."""
 
     status: int
     headers: Mapping[str, str]
@@ -316,7 +317,9 @@ class _AiohttpBackend:
                 connector=aiohttp.TCPConnector(limit=self._limit, limit_per_host=0),
                 headers=self._headers,
                 timeout=self._timeout,
-                trust_env=True,
+                # Proxy variables are honoured when set (as httpx did); otherwise aiohttp is
+                # spared a look-up in a thread for every request.
+                trust_env=_proxy_configured(),
             )
         return self._session
 
@@ -328,11 +331,7 @@ class _AiohttpBackend:
                 method, self._base + path, data=body, headers=headers, allow_redirects=False
             ) as response:
                 content = await response.read()
-                return _Reply(
-                    response.status,
-                    {key.lower(): value for key, value in response.headers.items()},
-                    content,
-                )
+                return _Reply(response.status, response.headers, content)
         except TimeoutError as exc:
             raise _TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
         except (aiohttp.ClientError, OSError) as exc:
@@ -344,6 +343,11 @@ class _AiohttpBackend:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def _proxy_configured() -> bool:
+    names = ("http_proxy", "https_proxy", "all_proxy")
+    return any(os.environ.get(name) or os.environ.get(name.upper()) for name in names)
 
 
 class _HttpxBackend:
@@ -362,11 +366,7 @@ class _HttpxBackend:
             raise _TransportFailure(
                 CONNECTION_ERROR, f"{type(exc).__name__}: {exc or 'connection failed'}"
             ) from exc
-        return _Reply(
-            response.status_code,
-            {key.lower(): value for key, value in response.headers.items()},
-            response.content,
-        )
+        return _Reply(response.status_code, response.headers, response.content)
 
     async def aclose(self) -> None:
         await self.client.aclose()

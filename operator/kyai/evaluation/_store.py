@@ -10,9 +10,11 @@ Layout (one directory per run):
 - ``judgements.jsonl``: one record per judged row, appended as each finishes;
 - ``summary.json``: the scores.
 
-Appends are flushed line by line, so a killed process loses at most the line it was
-writing. A damaged tail (a line cut inside a multi-byte character or inside its JSON, or a
-record without its final newline) is ignored when read, so that its row is redone; the writer
+Appends reach the operating system before the event loop's next turn (one write per loop
+iteration), so a killed process loses at most the records of the rows finished in that
+iteration, which are redone when it runs again. A damaged tail (a line cut inside a
+multi-byte character or inside its JSON, or a record without its final newline) is ignored
+when read, so that its row is redone; the writer
 of a log cuts that tail off before appending, and an append never glues onto a line without
 its newline. Readers of another phase's log (``kyai judge`` reading ``generations.jsonl``)
 never modify it. When a phase finishes, its log is rewritten atomically in row order (the
@@ -23,6 +25,7 @@ Every line and document written here passes :func:`kyai.evaluation._redact.redac
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -100,6 +103,8 @@ class JsonlLog:
         self.path = path
         self.repair = repair
         self._handle: IO[bytes] | None = None
+        self._pending: list[bytes] = []
+        self._scheduled = False
 
     def read(self) -> list[dict[str, Any]]:
         """Every complete record; a damaged last line (the process died mid-write) is ignored."""
@@ -148,22 +153,45 @@ class JsonlLog:
         return records
 
     def append(self, record: Mapping[str, Any]) -> None:
-        """Append one record and flush it to the operating system."""
+        """Append one record; it reaches the operating system before the event loop's next turn.
+
+        Inside a running event loop the records of one loop iteration are written with one
+        system call (at concurrency 256 a write per record costs more than the requests);
+        outside one, each record is written at once.
+        """
         if self._handle is None:
-            handle = self.path.open("ab")
+            handle = self.path.open("ab", buffering=0)
             if handle.tell() > 0:
                 with self.path.open("rb") as reader:
                     reader.seek(-1, os.SEEK_END)
                     if reader.read(1) != b"\n":
                         handle.write(b"\n")  # never glue a record onto a damaged line
             self._handle = handle
-        self._handle.write((redact(dumps(record)) + "\n").encode("utf-8"))
-        self._handle.flush()
+        self._pending.append((redact(dumps(record)) + "\n").encode("utf-8"))
+        if self._scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write_pending()
+            return
+        self._scheduled = True
+        loop.call_soon(self._write_pending)
+
+    def _write_pending(self) -> None:
+        self._scheduled = False
+        if self._pending and self._handle is not None:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            view = memoryview(data)
+            while view:
+                written = self._handle.write(view)
+                view = view[written or 0 :]
 
     def close(self) -> None:
-        """Flush to disk and close."""
+        """Write what is pending, flush to disk and close."""
         if self._handle is not None:
-            self._handle.flush()
+            self._write_pending()
             os.fsync(self._handle.fileno())
             self._handle.close()
             self._handle = None
