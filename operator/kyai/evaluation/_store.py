@@ -62,11 +62,12 @@ def write_json(path: Path, value: Any) -> None:
     _write_atomically(path, redact(text))
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def _write_atomically(path: Path, text: str | bytes) -> None:
+    data = text.encode("utf-8") if isinstance(text, str) else text
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -105,6 +106,8 @@ class JsonlLog:
         self._handle: IO[bytes] | None = None
         self._pending: list[bytes] = []
         self._scheduled = False
+        # The line written for each row's latest appended record, reused by rewrite().
+        self._written: dict[int, tuple[Mapping[str, Any], bytes]] = {}
 
     def read(self) -> list[dict[str, Any]]:
         """Every complete record; a damaged last line (the process died mid-write) is ignored."""
@@ -167,7 +170,11 @@ class JsonlLog:
                     if reader.read(1) != b"\n":
                         handle.write(b"\n")  # never glue a record onto a damaged line
             self._handle = handle
-        self._pending.append((redact(dumps(record)) + "\n").encode("utf-8"))
+        line = (redact(dumps(record)) + "\n").encode("utf-8")
+        self._pending.append(line)
+        index = record.get("row_index")
+        if isinstance(index, int):
+            self._written[index] = (record, line)
         if self._scheduled:
             return
         try:
@@ -199,8 +206,16 @@ class JsonlLog:
     def rewrite(self, records: Mapping[int, Mapping[str, Any]]) -> None:
         """Replace the log atomically by ``records`` in row order (one line per row)."""
         self.close()
-        lines = "".join(redact(dumps(records[index])) + "\n" for index in sorted(records))
-        _write_atomically(self.path, lines)
+        lines = []
+        for index in sorted(records):
+            record = records[index]
+            cached = self._written.get(index)
+            if cached is not None and cached[0] is record:
+                lines.append(cached[1])
+            else:
+                lines.append((redact(dumps(record)) + "\n").encode("utf-8"))
+        self._written.clear()
+        _write_atomically(self.path, b"".join(lines))
 
 
 def _lines(raw: bytes) -> Iterator[tuple[int, bytes, bool]]:
