@@ -194,3 +194,34 @@ async def test_judging_twice_gives_byte_identical_results(tmp_path: Path) -> Non
     assert stable(first / "judgements.jsonl") == stable(second / "judgements.jsonl")
     assert stable(first / "summary.json") == stable(second / "summary.json")
     assert (first / "judgements.jsonl").read_bytes() != (second / "judgements.jsonl").read_bytes()
+
+
+def test_command_line_builds_the_faults() -> None:
+    from kyai.testing.llm_double import _parser, build_double
+
+    args = _parser().parse_args(
+        [
+            "--fault-rate",
+            "0.3",
+            "--fault-kinds",
+            "429,cut_json",
+            "--fault-seed",
+            "5",
+            "--echo-headers",
+        ]
+    )
+    double = build_double(args)
+    assert double.faults == Faults(rate=0.3, kinds=("429", "cut_json"), seed=5, stall_s=3.0)
+    assert double.echo_headers
+    assert build_double(_parser().parse_args([])).faults is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"rate": 1.5}, {"rate": 0.1, "kinds": ("teapot",)}, {"rate": 0.1, "stall_s": -1.0}],
+)
+def test_bad_fault_settings_are_refused(options: dict[str, Any]) -> None:
+    from kyai.testing import DoubleConfigError
+
+    with pytest.raises(DoubleConfigError):
+        Faults(**options)
