@@ -437,3 +437,29 @@ class _serve:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--snapshot", "questions.jsonl", "is not a directory"),
+        ("--model-config", "missing/config.json", "does not exist"),
+    ],
+)
+def test_unusable_input_paths_exit_2(
+    flag: str,
+    value: str,
+    message: str,
+    dataset: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = generate_args("http://127.0.0.1:9", dataset, tmp_path / "out")
+    if flag == "--snapshot":
+        at = args.index("--dataset")
+        args[at : at + 2] = [flag, str(tmp_path / value)]
+    else:
+        args += [flag, str(tmp_path / value)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert flag in err and message in err and "Traceback" not in err

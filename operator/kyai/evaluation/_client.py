@@ -241,8 +241,12 @@ class _Attempt:
     started: float = field(default_factory=time.perf_counter)
 
 
-class InvalidEndpointError(ValueError):
-    """An endpoint URL that cannot be an HTTP server's address (``foo``, ``http://``, ``ftp://x``)."""
+class InvalidEndpointError(EndpointUnreachableError, ValueError):
+    """An endpoint URL that cannot be an HTTP server's address (``foo``, ``http://``, ``ftp://x``).
+
+    Bad input on the command line (exit 2); to callers that probe a server (the Workload
+    controller) it is a server that cannot be reached, as before the URL was checked.
+    """
 
 
 def check_endpoint(url: str) -> str:

@@ -354,6 +354,11 @@ def _check_inputs(args: argparse.Namespace, phases: tuple[str, ...]) -> None:
     """Flags checked before anything is loaded or sent: URLs and paths."""
     if "generate" in phases:
         _check_endpoint("--endpoint", args.endpoint)
+        if args.snapshot is not None and not args.snapshot.is_dir():
+            what = "does not exist" if not args.snapshot.exists() else "is not a directory"
+            raise UsageError(f"--snapshot {args.snapshot} {what}; give a snapshot folder")
+        if args.model_config is not None and not args.model_config.exists():
+            raise UsageError(f"--model-config {args.model_config} does not exist")
     if "judge" in phases:
         _check_endpoint("--judge-endpoint", args.judge_endpoint)
         if "generate" not in phases and not args.generations.is_dir():
