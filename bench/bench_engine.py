@@ -864,7 +864,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         throughput = bench_throughput(
-            work, rows=throughput_rows, levels=throughput_levels, repeats=1 if args.quick else 2
+            work, rows=throughput_rows, levels=throughput_levels, repeats=1 if args.quick else 3
         )
         if args.throughput_only:
             raise _Done

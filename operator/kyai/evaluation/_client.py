@@ -308,7 +308,7 @@ class _AiohttpBackend:
         self, base_url: str, headers: Mapping[str, str], timeout_s: float, max_connections: int
     ) -> None:
         self._base = base_url
-        self._headers = dict(headers)
+        self._headers = {**headers, "Content-Type": "application/json"}
         self._timeout = aiohttp.ClientTimeout(
             total=timeout_s, connect=min(timeout_s, 30.0), sock_connect=min(timeout_s, 30.0)
         )
@@ -329,10 +329,9 @@ class _AiohttpBackend:
 
     async def request(self, method: str, path: str, body: bytes | None) -> _Reply:
         session = self._open()
-        headers = {"Content-Type": "application/json"} if body is not None else None
         try:
             async with session.request(
-                method, self._base + path, data=body, headers=headers, allow_redirects=False
+                method, self._base + path, data=body, allow_redirects=False
             ) as response:
                 content = await response.read()
                 return _Reply(response.status, response.headers, content)
