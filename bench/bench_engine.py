@@ -1,5 +1,9 @@
 """Throughput and memory benchmark of the evaluation engine (``make bench``).
 
+0. Client throughput: ``kyai generate`` (its generation phase, in a child process) against a
+   minimal aiohttp client, 5,000 rows against a 1 ms stand-in (the LLM double in its own
+   process) at concurrency 16, 64 and 256: wall time, the kyai/aiohttp ratio and CPU
+   milliseconds per row.
 1. Concurrency: ``kyai run`` (a subprocess, so its peak RSS can be measured) on a
    100-row custom dataset against the LLM double answering after 200 ms, at concurrency 1,
    4, 16 and 64: wall time of the generation and judge phases (``summary.json``), the ideal
@@ -17,6 +21,7 @@ Every child process has a deadline, so the bench always stops by itself.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
@@ -166,6 +171,228 @@ def run_measured(
 
 def kyai(*args: str) -> list[str]:
     return [sys.executable, "-m", "kyai.cli", *args]
+
+
+# -- part 0: client throughput against a 1 ms stand-in ---------------------------------------
+
+THROUGHPUT_LATENCY_S = 0.001
+
+
+@dataclass
+class ThroughputResult:
+    client: str
+    concurrency: int
+    rows: int
+    wall_s: float | None
+    cpu_s: float | None
+    errors: int | None
+    error: str | None = None
+
+    @property
+    def cpu_ms_per_row(self) -> float | None:
+        return None if self.cpu_s is None else self.cpu_s * 1000 / self.rows
+
+
+async def _aiohttp_baseline(url: str, rows: Sequence[str], concurrency: int) -> int:
+    """The minimal aiohttp client kyai is measured against: N workers, one session."""
+    import aiohttp
+
+    queue: list[str] = list(reversed(rows))
+    errors = 0
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            nonlocal errors
+            while queue:
+                instruction = queue.pop()
+                body = {
+                    "model": CANDIDATE,
+                    "messages": [
+                        {"role": "system", "content": GENERATION_PROMPT},
+                        {"role": "user", "content": instruction},
+                    ],
+                    "max_tokens": 256,
+                }
+                async with session.post(f"{url}/v1/chat/completions", json=body) as response:
+                    answer = await response.json()
+                    errors += response.status != 200 or not answer.get("choices")
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return errors
+
+
+def throughput_client(args: argparse.Namespace) -> int:
+    """One measured client run (a child of the bench): prints wall and CPU seconds as JSON."""
+    rows = [
+        json.loads(line)["instruction"]
+        for line in args.dataset.read_text(encoding="utf-8").splitlines()
+    ]
+    errors: int
+    if args.throughput_client == "aiohttp":
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        errors = asyncio.run(_aiohttp_baseline(args.url, rows, args.concurrency))
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    else:
+        from kyai.datasets import load_dataset
+        from kyai.evaluation import CandidateConfig, generate
+
+        dataset = load_dataset(str(args.dataset), generation_prompt=GENERATION_PROMPT)
+        config = CandidateConfig(args.url, CANDIDATE, concurrency=args.concurrency)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        outcome = asyncio.run(generate(dataset, args.workdir, config))
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        errors = outcome.errors
+    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "errors": errors}))
+    return 0
+
+
+def start_stand_in(work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """The 1 ms stand-in: the LLM double in its own process (so it does not share the client's)."""
+    ready = work / "stand-in.url"
+    ready.unlink(missing_ok=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kyai.testing.llm_double",
+            "--model",
+            CANDIDATE,
+            "--max-model-len",
+            "0",
+            "--latency",
+            str(THROUGHPUT_LATENCY_S),
+            "--ready-file",
+            str(ready),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not ready.exists() or not ready.read_text().strip():
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            raise RuntimeError("the stand-in server did not start")
+        time.sleep(0.05)
+    return process, ready.read_text().strip()
+
+
+def _throughput_once(
+    work: Path, url: str, dataset: Path, client: str, concurrency: int, attempt: int
+) -> ThroughputResult:
+    out = work / f"throughput-{client}-{concurrency}-{attempt}"
+    measured = run_measured(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--throughput-client",
+            client,
+            "--url",
+            url,
+            "--dataset",
+            str(dataset),
+            "--workdir",
+            str(out),
+            "--concurrency",
+            str(concurrency),
+        ],
+        timeout_s=180,
+    )
+    shutil.rmtree(out, ignore_errors=True)
+    if not measured.ok:
+        return ThroughputResult(client, concurrency, 0, None, None, None, measured.failure())
+    figures = json.loads(measured.stdout.strip().splitlines()[-1])
+    return ThroughputResult(
+        client, concurrency, 0, figures["wall_s"], figures["cpu_s"], figures["errors"]
+    )
+
+
+def bench_throughput(
+    work: Path, *, rows: int, levels: Sequence[int], repeats: int
+) -> list[ThroughputResult]:
+    """kyai generate vs a minimal aiohttp client, each the best of ``repeats`` runs."""
+    dataset = write_dataset(work / f"throughput-{rows}.jsonl", rows)
+    server, url = start_stand_in(work)
+    results: list[ThroughputResult] = []
+    try:
+        for concurrency in levels:
+            best: dict[str, ThroughputResult] = {}
+            # The clients take turns, so that both see the same background load.
+            for attempt in range(repeats):
+                for client in ("aiohttp", "kyai"):
+                    if best.get(client) is not None and best[client].error is not None:
+                        continue
+                    result = _throughput_once(work, url, dataset, client, concurrency, attempt)
+                    result.rows = rows
+                    previous = best.get(client)
+                    if (
+                        previous is None
+                        or result.error is not None
+                        or ((result.wall_s or 0) < (previous.wall_s or 0))
+                    ):
+                        best[client] = result
+            for client in ("aiohttp", "kyai"):
+                result = best[client]
+                print(
+                    f"  {client:8s} conc {concurrency:4d}: "
+                    + (
+                        f"{fmt(result.wall_s)} s, {fmt(result.cpu_ms_per_row, 3)} ms CPU/row"
+                        if result.error is None
+                        else result.error
+                    ),
+                    flush=True,
+                )
+                results.append(result)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+    return results
+
+
+def throughput_report(results: Sequence[ThroughputResult]) -> str:
+    if not results:
+        return ""
+    by_key = {(r.client, r.concurrency): r for r in results}
+    levels = sorted({r.concurrency for r in results})
+    rows = []
+    for level in levels:
+        base, ours = by_key.get(("aiohttp", level)), by_key.get(("kyai", level))
+        if base is None or ours is None:
+            continue
+        rows.append(
+            [
+                str(level),
+                fmt(base.wall_s),
+                fmt(ours.wall_s),
+                ratio(ours.wall_s, base.wall_s),
+                fmt(base.cpu_ms_per_row, 3),
+                fmt(ours.cpu_ms_per_row, 3),
+                str(ours.errors if ours.errors is not None else "-"),
+            ]
+        )
+    lines = [
+        f"\n0. client throughput: {results[0].rows} rows against a "
+        f"{THROUGHPUT_LATENCY_S * 1000:.0f} ms stand-in (its own process); "
+        "kyai = the generation phase, aiohttp = a minimal client; best of the repeats",
+        table(
+            [
+                "conc",
+                "aiohttp s",
+                "kyai s",
+                "kyai/aiohttp",
+                "aiohttp CPU ms/row",
+                "kyai CPU ms/row",
+                "kyai errors",
+            ],
+            rows,
+        ),
+    ]
+    lines += [f"   {r.client} conc {r.concurrency}: {r.error}" for r in results if r.error]
+    return "\n".join(lines)
 
 
 # -- part 1: concurrency -------------------------------------------------------------------
@@ -587,6 +814,10 @@ def report(
     return "\n".join(parts)
 
 
+class _Done(Exception):
+    """Raised to skip the remaining parts (``--throughput-only``)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="smoke run: small and fast")
@@ -597,7 +828,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-lm-eval", action="store_true", help="leave out part 2")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="results folder")
+    parser.add_argument("--throughput-rows", type=int, help="rows for part 0 (5000; quick: 1000)")
+    parser.add_argument(
+        "--throughput-concurrency", type=int, nargs="+", help="levels for part 0 (16 64 256)"
+    )
+    parser.add_argument("--throughput-only", action="store_true", help="run part 0 only")
+    parser.add_argument("--throughput-client", choices=("kyai", "aiohttp"), help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.throughput_client:
+        args.concurrency = args.concurrency[0]
+        return throughput_client(args)
     rows = args.rows or (20 if args.quick else 100)
     latency = args.latency if args.latency is not None else (0.05 if args.quick else 0.2)
     levels = args.concurrency or ([1, 4, 16] if args.quick else [1, 4, 16, 64])
@@ -608,7 +851,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = "quick" if args.quick else "full"
     print(f"kyai engine bench ({mode}); {os.cpu_count()} CPUs; work dir {work}")
     started = time.monotonic()
+    throughput_rows = args.throughput_rows or (1000 if args.quick else 5000)
+    throughput_levels = args.throughput_concurrency or [16, 64, 256]
+    concurrency: list[ConcurrencyResult] = []
+    lm_eval: list[LmEvalResult] = []
+    skipped: str | None = "--skip-lm-eval"
+    memory: list[MemoryResult] = []
     try:
+        print(
+            f"0. client throughput: {throughput_rows} rows, 1 ms stand-in, "
+            f"concurrency {throughput_levels}",
+            flush=True,
+        )
+        throughput = bench_throughput(
+            work, rows=throughput_rows, levels=throughput_levels, repeats=1 if args.quick else 3
+        )
+        if args.throughput_only:
+            raise _Done
         dataset = write_dataset(work / f"rows-{rows}.jsonl", rows)
         with bench_double(latency).start_in_thread() as double:
             print(
@@ -617,8 +876,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             concurrency = bench_concurrency(
                 double, dataset, work, rows=rows, latency_s=latency, levels=levels
             )
-            lm_eval: list[LmEvalResult] = []
-            skipped: str | None = "--skip-lm-eval"
             if not args.skip_lm_eval:
                 print("2. lm-evaluation-harness", flush=True)
                 lm_eval, skipped = bench_lm_eval(
@@ -629,10 +886,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         with bench_double(0.0).start_in_thread() as double:
             print(f"3. memory: {memory_rows} rows at concurrency 64", flush=True)
             memory = bench_memory(double, work, rows=memory_rows, concurrency=64)
+    except _Done:
+        pass
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    text = report(concurrency, lm_eval, skipped, memory)
+    text = throughput_report(throughput)
+    if not args.throughput_only:
+        text += "\n" + report(concurrency, lm_eval, skipped, memory)
     print(text)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     result_file = args.out / f"bench-{stamp}.json"
@@ -646,13 +907,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "lm_eval": [asdict(r) for r in lm_eval],
                 "lm_eval_skipped": skipped,
                 "memory": [asdict(r) for r in memory],
+                "throughput": [
+                    {**asdict(r), "cpu_ms_per_row": r.cpu_ms_per_row} for r in throughput
+                ],
             },
             indent=2,
         ),
         encoding="utf-8",
     )
     print(f"\nresults: {result_file} ({time.monotonic() - started:.0f}s in all)")
-    failed = any(r.error for r in concurrency) or any(r.error for r in memory)
+    failed = (
+        any(r.error for r in concurrency)
+        or any(r.error for r in memory)
+        or any(r.error for r in throughput)
+    )
     return 1 if failed else 0
 
 

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from kyai import __version__
+from kyai._exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 #: Modules that contribute sub-commands, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -21,11 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "kyai.devcluster.cli",
 )
 
-#: Exit statuses shared by every sub-command.
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
+__all__ = ["EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    status: int = handler(args)
+    try:
+        status: int = handler(args)
+    except KeyboardInterrupt:
+        print(f"kyai {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return status
 
 

@@ -1,6 +1,7 @@
 """An async client for OpenAI-compatible chat servers (vLLM, SGLang, TensorRT-LLM, llama.cpp).
 
-It retries what is worth retrying (429, 5xx, timeouts, connection errors) with exponential
+It retries what is worth retrying (429, 5xx, timeouts, connection errors, and a 200 whose
+JSON body was cut short on the way) with exponential
 backoff and jitter, honouring ``Retry-After``; it shrinks ``max_tokens`` when the server
 answers that the request overflows the context window; and it turns everything else into a
 :class:`ChatError` with a bounded ``kind`` that the caller records and scores as 0.
@@ -11,17 +12,21 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import os
 import random
 import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import urlsplit
 
+import aiohttp
 import httpx
 
 from kyai.evaluation._budget import estimate_prompt_tokens
+from kyai.evaluation._redact import redact, register_secret
 
 #: Error kinds (bounded: they become metric labels and summary keys).
 HTTP_ERROR = "http_error"
@@ -49,6 +54,7 @@ class ChatError(Exception):
         attempts: int = 1,
         max_tokens: int | None = None,
     ) -> None:
+        message = redact(message)
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -59,6 +65,10 @@ class ChatError(Exception):
 
 class EndpointUnreachableError(Exception):
     """The server could not be reached at all (before any row was sent)."""
+
+
+class EndpointConfigError(Exception):
+    """The server answers, but so that no request can succeed (unknown model, 404, HTML, 401)."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +206,7 @@ def parse_overflow(status: int, body: Any, text: str) -> Overflow | None:
     )
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: _Reply) -> float | None:
     value = response.headers.get("retry-after")
     if not value:
         return None
@@ -231,8 +241,153 @@ class _Attempt:
     started: float = field(default_factory=time.perf_counter)
 
 
+class InvalidEndpointError(EndpointUnreachableError, ValueError):
+    """An endpoint URL that cannot be an HTTP server's address (``foo``, ``http://``, ``ftp://x``).
+
+    Bad input on the command line (exit 2); to callers that probe a server (the Workload
+    controller) it is a server that cannot be reached, as before the URL was checked.
+    """
+
+
+def check_endpoint(url: str) -> str:
+    """``url`` normalised to its ``/v1`` base; raise :class:`InvalidEndpointError` if malformed."""
+    text = url.strip()
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidEndpointError(f"{url!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise InvalidEndpointError(
+            f"{url!r} is not an http:// or https:// URL (for example http://127.0.0.1:8000/v1)"
+        )
+    if not parts.hostname:
+        raise InvalidEndpointError(f"{url!r} names no host (for example http://127.0.0.1:8000/v1)")
+    if port == 0:
+        raise InvalidEndpointError(f"{url!r} names port 0")
+    if parts.query or parts.fragment:
+        raise InvalidEndpointError(f"{url!r} has a query or fragment; give the base URL only")
+    return normalise_base_url(text)
+
+
+@dataclass(frozen=True)
+class _Reply:
+    """One HTTP answer, read whole: status, headers (case-insensitive), body bytes."""
+
+    status: int
+    headers: Mapping[str, str]
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+class _TransportFailure(Exception):
+    """No complete HTTP answer: ``kind`` is TIMEOUT or CONNECTION_ERROR."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+class _Backend(Protocol):
+    async def request(self, method: str, path: str, body: bytes | None) -> _Reply: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _AiohttpBackend:
+    """The default transport: aiohttp, whose pool keeps up at concurrency 256."""
+
+    def __init__(
+        self, base_url: str, headers: Mapping[str, str], timeout_s: float, max_connections: int
+    ) -> None:
+        self._base = base_url
+        self._headers = {**headers, "Content-Type": "application/json"}
+        self._timeout = aiohttp.ClientTimeout(
+            total=timeout_s, connect=min(timeout_s, 30.0), sock_connect=min(timeout_s, 30.0)
+        )
+        self._limit = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._limit, limit_per_host=0),
+                headers=self._headers,
+                timeout=self._timeout,
+                # Proxy variables are honoured when set (as httpx did); otherwise aiohttp is
+                # spared a look-up in a thread for every request.
+                trust_env=_proxy_configured(),
+            )
+        return self._session
+
+    async def request(self, method: str, path: str, body: bytes | None) -> _Reply:
+        session = self._open()
+        try:
+            async with session.request(
+                method, self._base + path, data=body, allow_redirects=False
+            ) as response:
+                content = await response.read()
+                return _Reply(response.status, response.headers, content)
+        except TimeoutError as exc:
+            raise _TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise _TransportFailure(
+                CONNECTION_ERROR, f"{type(exc).__name__}: {exc or 'connection failed'}"
+            ) from exc
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+
+def _proxy_configured() -> bool:
+    names = ("http_proxy", "https_proxy", "all_proxy")
+    return any(os.environ.get(name) or os.environ.get(name.upper()) for name in names)
+
+
+class _HttpxBackend:
+    """An httpx client as the transport (tests hand in an ``httpx.MockTransport``)."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+
+    async def request(self, method: str, path: str, body: bytes | None) -> _Reply:
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        try:
+            response = await self.client.request(method, path, content=body, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise _TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
+        except httpx.TransportError as exc:
+            raise _TransportFailure(
+                CONNECTION_ERROR, f"{type(exc).__name__}: {exc or 'connection failed'}"
+            ) from exc
+        return _Reply(response.status_code, response.headers, response.content)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _looks_like_json(reply: _Reply) -> bool:
+    """Whether a body that did not parse was meant to be JSON (so it was cut short)."""
+    content_type = reply.headers.get("content-type", "").lower()
+    head = reply.content.lstrip()[:1]
+    return "json" in content_type or head in (b"{", b"[")
+
+
 class ChatClient:
-    """A client for one OpenAI-compatible server."""
+    """A client for one OpenAI-compatible server.
+
+    Requests go through aiohttp; ``transport`` (an httpx transport, as tests use) switches
+    to httpx instead. Either way the retry, time-out and error semantics are the same.
+    """
 
     def __init__(
         self,
@@ -244,23 +399,41 @@ class ChatClient:
         max_connections: int = 16,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.base_url = normalise_base_url(base_url)
+        self.base_url = check_endpoint(base_url)
         self.retry = retry or RetryPolicy()
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0), pool=None),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            transport=transport,
-        )
+        register_secret(api_key)
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout_s = timeout_s
+        self._max_connections = max_connections
+        self._http: httpx.AsyncClient | None = None
+        self._backend: _Backend
+        if transport is not None:
+            self._backend = _HttpxBackend(self._httpx_client(transport))
+        else:
+            self._backend = _AiohttpBackend(
+                self.base_url, self._headers, timeout_s, max_connections
+            )
+
+    def _httpx_client(self, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                base_url=self.base_url,
+                headers=self._headers,
+                timeout=httpx.Timeout(
+                    self._timeout_s, connect=min(self._timeout_s, 30.0), pool=None
+                ),
+                limits=httpx.Limits(
+                    max_connections=self._max_connections,
+                    max_keepalive_connections=self._max_connections,
+                ),
+                transport=transport,
+            )
+        return self._http
 
     @property
     def http(self) -> httpx.AsyncClient:
-        """The underlying HTTP client (base URL and credentials set), for other routes."""
-        return self._http
+        """An httpx client (base URL and credentials set) for other routes (embeddings)."""
+        return self._httpx_client(None)
 
     async def __aenter__(self) -> ChatClient:
         return self
@@ -269,8 +442,11 @@ class ChatClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
+        """Close the connection pools."""
+        await self._backend.aclose()
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
 
     async def list_models(self) -> list[dict[str, Any]]:
         """The server's ``/v1/models`` cards; ``[]`` when it does not serve that route.
@@ -281,32 +457,35 @@ class ChatClient:
         while True:
             state.attempts += 1
             try:
-                response = await self._http.get("/models")
-            except httpx.TransportError as exc:
+                response = await self._backend.request("GET", "/models", None)
+            except _TransportFailure as exc:
                 if state.retries < self.retry.max_retries:
                     state.retries += 1
                     await asyncio.sleep(self.retry.delay(state.retries, None))
                     continue
                 raise EndpointUnreachableError(
-                    f"Cannot reach {self.base_url}/models after {state.attempts} attempts: "
-                    f"{type(exc).__name__}: {exc or 'no detail'}."
-                ) from exc
-            if (
-                response.status_code in RETRYABLE_STATUSES
-                and state.retries < self.retry.max_retries
-            ):
+                    redact(
+                        f"Cannot reach {self.base_url}/models after {state.attempts} attempts: "
+                        f"{exc.detail}."
+                    )
+                ) from None
+            if response.status in RETRYABLE_STATUSES and state.retries < self.retry.max_retries:
                 state.retries += 1
                 await asyncio.sleep(self.retry.delay(state.retries, _retry_after(response)))
                 continue
-            if response.status_code in (401, 403):
+            if response.status in (401, 403):
                 raise EndpointUnreachableError(
-                    f"{self.base_url}/models refused the credentials (HTTP {response.status_code})."
+                    f"{self.base_url}/models refused the credentials (HTTP {response.status})."
                 )
-            if response.status_code != 200:
+            if response.status != 200:
                 return []
             try:
                 body = response.json()
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                if _looks_like_json(response) and state.retries < self.retry.max_retries:
+                    state.retries += 1  # cut short on the way: ask again
+                    await asyncio.sleep(self.retry.delay(state.retries, None))
+                    continue
                 return []
             data = body.get("data") if isinstance(body, dict) else None
             return (
@@ -330,42 +509,60 @@ class ChatClient:
             if budget is not None:
                 body["max_tokens"] = budget
             sent = time.perf_counter()
+            status: int | None = None
+            retry_after: float | None = None
             try:
-                response = await self._http.post("/chat/completions", json=body)
-            except httpx.TimeoutException as exc:
-                kind, detail, retry_after = TIMEOUT, f"timed out ({type(exc).__name__})", None
-                status: int | None = None
-            except httpx.TransportError as exc:
-                kind = CONNECTION_ERROR
-                detail = f"{type(exc).__name__}: {exc or 'connection failed'}"
-                retry_after, status = None, None
+                response = await self._backend.request(
+                    "POST", "/chat/completions", json.dumps(body).encode("utf-8")
+                )
+            except _TransportFailure as exc:
+                kind, detail = exc.kind, exc.detail
             else:
                 latency = time.perf_counter() - sent
-                if response.status_code == 200:
-                    return self._result(response, state, latency, budget)
-                status = response.status_code
-                text = response.text
-                try:
-                    payload: Any = response.json()
-                except json.JSONDecodeError:
-                    payload = None
-                overflow = parse_overflow(status, payload, text)
-                if overflow is not None:
-                    budget = self._shrink(
-                        overflow,
-                        budget,
-                        state,
-                        _error_message(payload, text),
-                        estimate_prompt_tokens(messages),
-                    )
-                    continue
-                kind = HTTP_ERROR
-                detail = f"HTTP {status}: {_error_message(payload, text)}"
-                retry_after = _retry_after(response)
-                if status not in RETRYABLE_STATUSES:
-                    raise ChatError(
-                        kind, detail, status=status, attempts=state.attempts, max_tokens=budget
-                    )
+                status = response.status
+                if status == 200:
+                    try:
+                        payload_200: Any = response.json()
+                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                        kind = INVALID_RESPONSE
+                        detail = (
+                            f"The server's answer is not valid JSON ({type(exc).__name__}): "
+                            f"{response.text[:200]!r}"
+                        )
+                        if not _looks_like_json(response):  # HTML or text: a wrong server
+                            raise ChatError(
+                                kind,
+                                detail,
+                                status=status,
+                                attempts=state.attempts,
+                                max_tokens=budget,
+                            ) from None
+                        # A JSON body cut short (a proxy, a crashing worker): ask again.
+                    else:
+                        return self._result(payload_200, response, state, latency, budget)
+                else:
+                    text = response.text
+                    try:
+                        payload: Any = response.json()
+                    except (json.JSONDecodeError, UnicodeDecodeError):
+                        payload = None
+                    overflow = parse_overflow(status, payload, text)
+                    if overflow is not None:
+                        budget = self._shrink(
+                            overflow,
+                            budget,
+                            state,
+                            _error_message(payload, text),
+                            estimate_prompt_tokens(messages),
+                        )
+                        continue
+                    kind = HTTP_ERROR
+                    detail = f"HTTP {status}: {_error_message(payload, text)}"
+                    retry_after = _retry_after(response)
+                    if status not in RETRYABLE_STATUSES:
+                        raise ChatError(
+                            kind, detail, status=status, attempts=state.attempts, max_tokens=budget
+                        )
             if state.retries >= self.retry.max_retries:
                 raise ChatError(
                     kind,
@@ -424,18 +621,19 @@ class ChatClient:
 
     @staticmethod
     def _result(
-        response: httpx.Response, state: _Attempt, latency: float, budget: int | None
+        body: Any, response: _Reply, state: _Attempt, latency: float, budget: int | None
     ) -> ChatResult:
         try:
-            body = response.json()
             choice = body["choices"][0]
             message = choice.get("message") or {}
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ChatError(
                 INVALID_RESPONSE,
                 f"The server's answer is not a chat completion ({type(exc).__name__}): "
                 f"{response.text[:200]!r}",
-                status=response.status_code,
+                status=response.status,
                 attempts=state.attempts,
                 max_tokens=budget,
             ) from exc

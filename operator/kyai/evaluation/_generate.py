@@ -3,7 +3,10 @@
 Rows are dispatched in row order to a fixed pool of workers (``concurrency`` requests in
 flight at most). Each answer, or the error that ended its row, is appended to
 ``generations.jsonl`` the moment it finishes, so running again on the same directory asks only
-for the rows not stored yet.
+for the rows not stored yet. When every row is done the log is rewritten in row order.
+
+``run.json`` keeps the provenance of every invocation on the directory in ``history`` (the
+top-level ``candidate`` and ``generation`` fields describe the latest one).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import httpx
 from kyai import __version__
 from kyai.datasets import Dataset, Row, dataset_to_dict, write_rows_jsonl
 from kyai.evaluation import _store as store
-from kyai.evaluation._budget import ContextWindow, output_budget, resolve_window
-from kyai.evaluation._client import ChatClient, ChatError, RetryPolicy
+from kyai.evaluation._budget import ContextWindow, find_card, output_budget, resolve_window
+from kyai.evaluation._client import ChatClient, ChatError, EndpointConfigError, RetryPolicy
+from kyai.evaluation._earlystop import EarlyStop
 from kyai.evaluation._pool import run_pool
 from kyai.evaluation._progress import Progress, ProgressListener
 
@@ -87,6 +91,39 @@ def _check_same_run(existing: Mapping[str, Any], dataset: Dataset, model: str, o
         )
 
 
+def check_served(cards: list[dict[str, Any]], model: str, endpoint: str, side: str) -> None:
+    """Raise :class:`EndpointConfigError` when ``/v1/models`` lists models but not ``model``."""
+    if cards and find_card(cards, model) is None:
+        served = ", ".join(repr(str(card.get("id"))) for card in cards[:20])
+        raise EndpointConfigError(
+            f"the {side} model {model!r} is not served by {endpoint} (its /v1/models lists "
+            f"{served}); pass one of those names."
+        )
+
+
+def _history(previous: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The invocations recorded in a previous ``run.json`` (older files: their last one)."""
+    if previous is None:
+        return []
+    history = previous.get("history")
+    if isinstance(history, list):
+        return [entry for entry in history if isinstance(entry, dict)]
+    candidate = previous.get("candidate", {})
+    generation = previous.get("generation", {})
+    return [
+        {
+            "kyai_version": previous.get("kyai_version"),
+            "endpoint": candidate.get("endpoint"),
+            "context_window": candidate.get("context_window"),
+            "context_window_source": candidate.get("context_window_source"),
+            "started_at": generation.get("started_at"),
+            "finished_at": generation.get("finished_at"),
+            "concurrency": generation.get("concurrency"),
+            "rows_sent": generation.get("rows_sent"),
+        }
+    ]
+
+
 async def generate(
     dataset: Dataset,
     output: Path,
@@ -110,6 +147,7 @@ async def generate(
         for row in dataset.rows
         if row.index not in stored or (config.retry_errors and stored[row.index].get("error"))
     ]
+    history = _history(previous)
     async with ChatClient(
         config.endpoint,
         api_key=config.api_key,
@@ -119,6 +157,7 @@ async def generate(
         transport=transport,
     ) as client:
         cards = await client.list_models()
+        check_served(cards, config.model, client.base_url, "candidate")
         window = resolve_window(
             cards,
             config.model,
@@ -142,6 +181,18 @@ async def generate(
                 "concurrency": config.concurrency,
             },
         }
+        invocation: dict[str, Any] = {
+            "kyai_version": __version__,
+            "endpoint": client.base_url,
+            "context_window": window.tokens,
+            "context_window_source": window.source,
+            "started_at": started_at,
+            "finished_at": None,
+            "concurrency": config.concurrency,
+            "retry_errors": config.retry_errors,
+            "rows_planned": len(pending),
+        }
+        manifest["history"] = [*history, invocation]
         if not (output / store.DATASET).exists():
             write_rows_jsonl(output / store.DATASET, dataset.rows)
         store.write_json(run_path, manifest)
@@ -152,22 +203,39 @@ async def generate(
             listener=listener,
         )
         errors = 0
+        sent = 0
+        early = EarlyStop("candidate", client.base_url, config.model, len(pending))
 
         async def answer(row: Row) -> None:
-            nonlocal errors
-            record = await _answer(client, dataset, row, config.model, window)
+            nonlocal errors, sent
+            record, failure = await _answer(client, dataset, row, config.model, window)
             log.append(record)
+            stored[row.index] = record
+            sent += 1
             errors += record["error"] is not None
             progress.advance(error=record["error"] is not None)
+            early.observe(failure)
 
         try:
             await run_pool(pending, config.concurrency, answer)
+        except BaseException:
+            invocation.update(finished_at=now_iso(), rows_sent=sent, completed=False)
+            store.write_json(run_path, manifest)
+            raise
         finally:
             log.close()
             progress.close()
+    log.rewrite(stored)
     wall = time.monotonic() - started
     manifest["generation"].update(
         finished_at=now_iso(), wall_seconds=round(wall, 3), rows_sent=len(pending)
+    )
+    invocation.update(
+        finished_at=manifest["generation"]["finished_at"],
+        wall_seconds=round(wall, 3),
+        rows_sent=len(pending),
+        errors=errors,
+        completed=True,
     )
     store.write_json(run_path, manifest)
     return GenerationOutcome(len(dataset.rows), len(pending), errors, window, wall)
@@ -175,8 +243,8 @@ async def generate(
 
 async def _answer(
     client: ChatClient, dataset: Dataset, row: Row, model: str, window: ContextWindow
-) -> dict[str, Any]:
-    """Ask the candidate one row; the record to store, answer or error."""
+) -> tuple[dict[str, Any], ChatError | None]:
+    """Ask the candidate one row; the record to store (answer or error) and the error."""
     messages = messages_for(dataset, row)
     budget = output_budget(window.tokens, messages)
     started_at = now_iso()
@@ -185,9 +253,11 @@ async def _answer(
         "row_id": row.row_id,
         "started_at": started_at,
     }
+    failure: ChatError | None = None
     try:
         result = await client.chat(model, messages, max_tokens=budget)
     except ChatError as exc:
+        failure = exc
         record.update(
             content=None,
             reasoning_content=None,
@@ -215,4 +285,4 @@ async def _answer(
             error=None,
         )
     record["finished_at"] = now_iso()
-    return record
+    return record, failure

@@ -2,7 +2,12 @@
 
 The judge never sees reasoning: ``<think>`` blocks are stripped from the judge-facing copy
 and reasoning fields are not sent. The candidate is never called: everything comes from the
-generation directory (its ``run.json``, ``dataset.jsonl`` and ``generations.jsonl``).
+generation directory (its ``run.json``, ``dataset.jsonl`` and ``generations.jsonl``), which
+is only read, never modified.
+
+Each judgement records the sha256 of the generation record it judged, so that judging again
+after ``generate --retry-errors`` re-judges exactly the rows whose answers changed. When every
+row is judged, ``judgements.jsonl`` is rewritten in row order.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from kyai.datasets import Row, read_rows_jsonl
 from kyai.evaluation import _store as store
 from kyai.evaluation._budget import output_budget, resolve_window
 from kyai.evaluation._client import ChatClient, ChatError, RetryPolicy
-from kyai.evaluation._generate import now_iso
+from kyai.evaluation._earlystop import EarlyStop
+from kyai.evaluation._generate import check_served, now_iso
 from kyai.evaluation._pool import run_pool
 from kyai.evaluation._progress import Progress, ProgressListener
 from kyai.evaluation._reasoning import strip_reasoning
@@ -68,12 +74,19 @@ class GenerationSet:
     @classmethod
     def load(cls, path: Path) -> GenerationSet:
         """Load and check a generation directory; it must hold an answer for every row."""
+        if not path.is_dir():
+            what = "does not exist" if not path.exists() else "is not a directory"
+            raise store.RunDirectoryError(
+                f"--generations {path} {what}; give a directory written by `kyai generate`."
+            )
         manifest = store.read_json(path / store.RUN)
         rows_path = path / store.DATASET
         if not rows_path.exists():
             raise store.RunDirectoryError(f"{rows_path} does not exist.")
         rows = read_rows_jsonl(rows_path)
-        generations = store.latest_by_row(store.JsonlLog(path / store.GENERATIONS).read())
+        generations = store.latest_by_row(
+            store.JsonlLog(path / store.GENERATIONS, repair=False).read()
+        )
         missing = [row.row_id for row in rows if row.index not in generations]
         if missing:
             shown = ", ".join(missing[:5]) + (", …" if len(missing) > 5 else "")
@@ -131,6 +144,9 @@ async def judge(
         generation_prompt=source.generation_prompt,
         judge=judge_identity,
     )
+    generation_sha = {
+        row.index: sha256_text(store.dumps(source.generations[row.index])) for row in source.rows
+    }
     generation_identity = {
         "dataset_sha256": dataset["sha256"],
         "candidate_model": source.manifest["candidate"]["model"],
@@ -141,14 +157,24 @@ async def judge(
     judge_path = output / store.JUDGE
     log = store.JsonlLog(output / store.JUDGEMENTS)
     previous = store.read_json(judge_path) if judge_path.exists() else None
+    old_generation = (previous or {}).get("generation") or {}
     if previous is not None and (
-        previous.get("comparison_key") != key or previous.get("generation") != generation_identity
+        previous.get("comparison_key") != key
+        or old_generation.get("dataset_sha256") != generation_identity["dataset_sha256"]
+        or old_generation.get("candidate_model") != generation_identity["candidate_model"]
     ):
         raise store.RunDirectoryError(
             f"{output} already holds judgements of another judge or of other answers; "
             "use a new --output directory to judge again."
         )
     judged = store.latest_by_row(log.read()) if previous is not None else {}
+    if old_generation != generation_identity:
+        # Some answers changed since (generate --retry-errors): re-judge exactly those rows.
+        judged = {
+            index: record
+            for index, record in judged.items()
+            if record.get("generation_sha256") == generation_sha.get(index)
+        }
     if previous is None and log.path.exists():
         log.path.unlink()  # judgements without their manifest cannot be trusted
     started_at = (previous or {}).get("started_at") or now_iso()
@@ -179,21 +205,28 @@ async def judge(
         )
         needs_judge = any(not source.generations[row.index].get("error") for row in pending)
         cards = await client.list_models() if needs_judge else []
+        check_served(cards, config.model, client.base_url, "judge")
         window = resolve_window(cards, config.model)
+        asked = sum(1 for row in pending if not source.generations[row.index].get("error"))
+        early = EarlyStop("judge", client.base_url, config.model, asked)
 
         async def judge_one(row: Row) -> None:
-            record = await _judge_row(
+            record, failure, called = await _judge_row(
                 client, config.model, prompt, row, source.generations[row.index], window.tokens
             )
+            record["generation_sha256"] = generation_sha[row.index]
             log.append(record)
             judged[row.index] = record
             progress.advance(error=record["error"] is not None)
+            if called:
+                early.observe(failure)
 
         try:
             await run_pool(pending, config.concurrency, judge_one)
         finally:
             log.close()
             progress.close()
+    log.rewrite(judged)
     summary = build_summary(
         source,
         key=key,
@@ -278,8 +311,8 @@ async def _judge_row(
     row: Row,
     generation: Mapping[str, Any],
     window: int,
-) -> dict[str, Any]:
-    """Judge one row, fail-closed; the record to store."""
+) -> tuple[dict[str, Any], ChatError | None, bool]:
+    """Judge one row, fail-closed: the record to store, the judge's error, whether it was asked."""
     record: dict[str, Any] = {
         "row_index": row.index,
         "row_id": row.row_id,
@@ -301,12 +334,13 @@ async def _judge_row(
             },
         )
         record["finished_at"] = now_iso()
-        return record
+        return record, None, False
     response = strip_reasoning(generation.get("content"))
     messages = [
         {"role": "system", "content": prompt},
         {"role": "user", "content": judge_message(row, response)},
     ]
+    failure: ChatError | None = None
     try:
         result = await client.chat(
             model,
@@ -315,6 +349,7 @@ async def _judge_row(
             extra={"temperature": JUDGE_TEMPERATURE},
         )
     except ChatError as exc:
+        failure = exc
         record.update(
             score=0.0,
             reasoning=None,
@@ -338,4 +373,4 @@ async def _judge_row(
             ),
         )
     record["finished_at"] = now_iso()
-    return record
+    return record, failure, True

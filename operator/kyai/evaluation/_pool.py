@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -15,7 +16,9 @@ async def run_pool(
     """Call ``handle`` on every item, dispatched in order, ``concurrency`` at a time.
 
     A fixed set of workers pulls the next item when it is free, so memory stays flat however
-    many items there are (no task per item is created up front).
+    many items there are (no task per item is created up front). The first exception a
+    handler raises stops the pool: the other workers are cancelled and the exception is
+    raised; cancelling the caller cancels every worker too.
     """
     queue: asyncio.Queue[T] = asyncio.Queue()
     for item in items:
@@ -29,4 +32,16 @@ async def run_pool(
                 return
             await handle(item)
 
-    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(items) or 1)))))
+    count = max(1, min(concurrency, len(items) or 1))
+    tasks = [asyncio.create_task(worker()) for _ in range(count)]
+    try:
+        _done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -10,12 +10,22 @@ Layout (one directory per run):
 - ``judgements.jsonl``: one record per judged row, appended as each finishes;
 - ``summary.json``: the scores.
 
-Appends are flushed line by line, so a killed process loses at most the line it was
-writing; a torn last line is cut off when the log is opened again.
+Appends reach the operating system before the event loop's next turn (one write per loop
+iteration), so a killed process loses at most the records of the rows finished in that
+iteration, which are redone when it runs again. A damaged tail (a line cut inside a
+multi-byte character or inside its JSON, or a record without its final newline) is ignored
+when read, so that its row is redone; the writer
+of a log cuts that tail off before appending, and an append never glues onto a line without
+its newline. Readers of another phase's log (``kyai judge`` reading ``generations.jsonl``)
+never modify it. When a phase finishes, its log is rewritten atomically in row order (the
+latest record of each row), so that equal inputs give byte-equal files.
+
+Every line and document written here passes :func:`kyai.evaluation._redact.redact`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -23,6 +33,8 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
+
+from kyai.evaluation._redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +58,18 @@ def dumps(value: Any) -> str:
 def write_json(path: Path, value: Any) -> None:
     """Write a JSON document atomically (a temporary file renamed into place)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+    _write_atomically(path, redact(text))
+
+
+def _write_atomically(path: Path, text: str | bytes) -> None:
+    data = text.encode("utf-8") if isinstance(text, str) else text
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(value, handle, ensure_ascii=False, indent=2, sort_keys=True)
-            handle.write("\n")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -63,6 +82,10 @@ def read_json(path: Path) -> dict[str, Any]:
         value = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise RunDirectoryError(f"{path} does not exist.") from exc
+    except UnicodeDecodeError as exc:
+        raise RunDirectoryError(f"{path} is not UTF-8 text ({exc.reason}).") from exc
+    except OSError as exc:
+        raise RunDirectoryError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
     except json.JSONDecodeError as exc:
         raise RunDirectoryError(f"{path} is not valid JSON (line {exc.lineno}).") from exc
     if not isinstance(value, dict):
@@ -71,72 +94,138 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 class JsonlLog:
-    """An append-only JSONL file of records, each flushed as soon as it is written."""
+    """An append-only JSONL file of records, each flushed as soon as it is written.
 
-    def __init__(self, path: Path) -> None:
+    ``repair=False`` opens another phase's log for reading only: a damaged tail is ignored
+    but the file is left exactly as it is.
+    """
+
+    def __init__(self, path: Path, *, repair: bool = True) -> None:
         self.path = path
-        self._handle: IO[str] | None = None
+        self.repair = repair
+        self._handle: IO[bytes] | None = None
+        self._pending: list[bytes] = []
+        self._scheduled = False
+        # The line written for each row's latest appended record, reused by rewrite().
+        self._written: dict[int, tuple[Mapping[str, Any], bytes]] = {}
 
     def read(self) -> list[dict[str, Any]]:
-        """Every complete record; a torn last line (the process died mid-write) is cut off."""
+        """Every complete record; a damaged last line (the process died mid-write) is ignored."""
         if not self.path.exists():
             return []
         raw = self.path.read_bytes()
         records: list[dict[str, Any]] = []
         good_end = 0
-        for number, line in enumerate(_lines(raw), start=1):
-            end, text, complete = line
-            if not text.strip():
-                good_end = end
-                continue
+        for number, (end, data, complete) in enumerate(_lines(raw), start=1):
             try:
-                record = json.loads(text)
+                text = data.decode("utf-8")
+                record = json.loads(text) if text.strip() else None
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                if not complete:
-                    break  # torn tail: truncated below
+                if not complete or end == len(raw):
+                    break  # damaged tail: ignored, its row is redone
                 raise RunDirectoryError(
                     f"{self.path} line {number} is not valid JSON: {exc}."
-                ) from exc
+                ) from None
+            if record is None:
+                if complete:
+                    good_end = end
+                continue
             if not isinstance(record, dict):
                 raise RunDirectoryError(f"{self.path} line {number} is not a JSON object.")
             if not complete:
-                break  # parsed, but without its newline: rewrite it whole
+                break  # parsed, but without its newline: redo it whole
             records.append(record)
             good_end = end
         if good_end < len(raw):
-            log.warning(
-                "%s ended in an incomplete record (%d bytes); it is dropped and will be redone.",
-                self.path,
-                len(raw) - good_end,
-            )
-            with self.path.open("r+b") as handle:
-                handle.truncate(good_end)
+            if self.repair:
+                log.warning(
+                    "%s ended in an incomplete record (%d bytes); it is dropped and will be "
+                    "redone.",
+                    self.path,
+                    len(raw) - good_end,
+                )
+                with self.path.open("r+b") as handle:
+                    handle.truncate(good_end)
+            else:
+                log.warning(
+                    "%s ends in an incomplete record (%d bytes); it is ignored (the file is "
+                    "left as it is).",
+                    self.path,
+                    len(raw) - good_end,
+                )
         return records
 
     def append(self, record: Mapping[str, Any]) -> None:
-        """Append one record and flush it to the operating system."""
+        """Append one record; it reaches the operating system before the event loop's next turn.
+
+        Inside a running event loop the records of one loop iteration are written with one
+        system call (at concurrency 256 a write per record costs more than the requests);
+        outside one, each record is written at once.
+        """
         if self._handle is None:
-            self._handle = self.path.open("a", encoding="utf-8")
-        self._handle.write(dumps(record) + "\n")
-        self._handle.flush()
+            handle = self.path.open("ab", buffering=0)
+            if handle.tell() > 0:
+                with self.path.open("rb") as reader:
+                    reader.seek(-1, os.SEEK_END)
+                    if reader.read(1) != b"\n":
+                        handle.write(b"\n")  # never glue a record onto a damaged line
+            self._handle = handle
+        line = (redact(dumps(record)) + "\n").encode("utf-8")
+        self._pending.append(line)
+        index = record.get("row_index")
+        if isinstance(index, int):
+            self._written[index] = (record, line)
+        if self._scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write_pending()
+            return
+        self._scheduled = True
+        loop.call_soon(self._write_pending)
+
+    def _write_pending(self) -> None:
+        self._scheduled = False
+        if self._pending and self._handle is not None:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            view = memoryview(data)
+            while view:
+                written = self._handle.write(view)
+                view = view[written or 0 :]
 
     def close(self) -> None:
-        """Flush to disk and close."""
+        """Write what is pending, flush to disk and close."""
         if self._handle is not None:
-            self._handle.flush()
+            self._write_pending()
             os.fsync(self._handle.fileno())
             self._handle.close()
             self._handle = None
 
+    def rewrite(self, records: Mapping[int, Mapping[str, Any]]) -> None:
+        """Replace the log atomically by ``records`` in row order (one line per row)."""
+        self.close()
+        lines = []
+        for index in sorted(records):
+            record = records[index]
+            cached = self._written.get(index)
+            if cached is not None and cached[0] is record:
+                lines.append(cached[1])
+            else:
+                lines.append((redact(dumps(record)) + "\n").encode("utf-8"))
+        self._written.clear()
+        _write_atomically(self.path, b"".join(lines))
 
-def _lines(raw: bytes) -> Iterator[tuple[int, str, bool]]:
-    """``(end offset, text, ends with newline)`` for each line of ``raw``."""
+
+def _lines(raw: bytes) -> Iterator[tuple[int, bytes, bool]]:
+    """``(end offset, bytes, ends with newline)`` for each line of ``raw``."""
     start = 0
     while start < len(raw):
         newline = raw.find(b"\n", start)
         complete = newline != -1
         end = newline + 1 if complete else len(raw)
-        yield end, raw[start:end].decode("utf-8"), complete
+        yield end, raw[start:end], complete
         start = end
 
 

@@ -18,6 +18,7 @@ UNPARSEABLE = "judge_unparseable"
 SCORE_MISSING = "judge_score_missing"
 SCORE_INVALID = "judge_score_invalid"
 SCORE_OUT_OF_RANGE = "judge_score_out_of_range"
+AMBIGUOUS = "judge_ambiguous"
 
 
 @dataclass(frozen=True)
@@ -54,12 +55,20 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
     return found
 
 
+def _score_key(value: Any) -> str:
+    """Equal for equal scores (``1`` and ``1.0`` alike), whatever their JSON type."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(float(value))
+    return json.dumps(value, sort_keys=True)
+
+
 def parse_verdict(reply: str | None) -> Verdict:
     """Parse a judge reply; every failure scores 0 with its reason.
 
-    The whole reply is tried as JSON first; otherwise every embedded JSON object (in prose
-    or in code fences) is considered and the last one carrying a ``score`` key wins, as a
-    judge's final answer comes after any example it quotes.
+    Every embedded JSON object (the whole reply, or objects in prose or code fences) is
+    considered. When several carry a ``score`` key they must agree: replies whose objects give
+    different scores are ambiguous and fail closed (``judge_ambiguous``); repeated objects
+    with the same score are accepted (the last one gives the reasoning).
     """
     text = strip_reasoning(reply)
     if not text:
@@ -68,6 +77,16 @@ def parse_verdict(reply: str | None) -> Verdict:
     if not objects:
         return Verdict(0.0, None, UNPARSEABLE, "The judge's reply held no JSON object.")
     with_score = [obj for obj in objects if "score" in obj]
+    distinct = {_score_key(obj["score"]) for obj in with_score}
+    if len(distinct) > 1:
+        shown = ", ".join(sorted(json.dumps(obj["score"]) for obj in with_score))[:120]
+        return Verdict(
+            0.0,
+            None,
+            AMBIGUOUS,
+            f"The judge's reply held {len(with_score)} JSON objects with different scores "
+            f"({shown}); it is ambiguous.",
+        )
     chosen = with_score[-1] if with_score else objects[-1]
     reasoning_value = chosen.get("reasoning")
     reasoning = reasoning_value if isinstance(reasoning_value, str) else None

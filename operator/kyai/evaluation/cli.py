@@ -1,8 +1,11 @@
 """``kyai generate``, ``kyai judge`` and ``kyai run``: the engine on the command line.
 
-Exit status: 0 when the run completed (whatever the score), 2 for bad input (flags, dataset
-files, run directories), 3 when a server cannot be reached. API keys are read from the
-environment variable a flag names, never from a flag's value.
+Exit status (:mod:`kyai._exitcodes`): 0 when the run completed (whatever the score), 1 for
+an unexpected failure, 2 for bad input (flags, URLs, paths, dataset files, run directories), 3
+when a server cannot be reached or cannot answer a single request (unknown model, 404, HTML,
+refused credentials), 130 when interrupted (what was stored is kept). No traceback reaches
+the user unless ``--debug`` is given. API keys are read from the environment variable a flag
+names, never from a flag's value, and are redacted from everything printed or stored.
 """
 
 from __future__ import annotations
@@ -14,8 +17,17 @@ import json
 import logging
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from kyai._exitcodes import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+)
 
 if TYPE_CHECKING:
     from kyai.datasets import Dataset
@@ -23,11 +35,10 @@ if TYPE_CHECKING:
     from kyai.evaluation._grading import NamedJudge
     from kyai.evaluation._report import StatusReporter
 
-#: Exit statuses (shared with kyai.cli).
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
+__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USAGE"]
+
+#: Environment variable of the HuggingFace token (datasets downloads); redacted like API keys.
+HF_TOKEN_ENV = "HF_TOKEN"
 
 
 class UsageError(Exception):
@@ -230,6 +241,9 @@ def _add_common_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quiet", action="store_true", help="only print the result line")
     parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an unexpected error"
+    )
+    parser.add_argument(
         "--report-run",
         type=_run_reference,
         metavar="NAMESPACE/NAME",
@@ -304,41 +318,129 @@ def _secret(flag: str, variable: str | None) -> str | None:
     """The API key in the environment variable a flag names."""
     if variable is None:
         return None
+    from kyai.evaluation._redact import register_secret
+
     value = os.environ.get(variable)
     if not value:
         raise UsageError(f"{flag}: the environment variable {variable} is not set or is empty")
+    register_secret(value)
     return value
 
 
 def _configure_logging(quiet: bool) -> None:
+    from kyai.evaluation._redact import RedactingFilter
+
     logging.basicConfig(
         level=logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     # One line per request is noise next to the progress lines.
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
+def _check_endpoint(flag: str, url: str | None) -> None:
+    from kyai.evaluation._client import InvalidEndpointError, check_endpoint
+
+    if url is None:
+        return
+    try:
+        check_endpoint(url)
+    except InvalidEndpointError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def _check_output(path: Path) -> None:
+    """``--output`` must be a directory this process can create and write into."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--output {path} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--output {path} cannot be created: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"--output {path} is not writable")
+
+
+def _check_inputs(args: argparse.Namespace, phases: tuple[str, ...]) -> None:
+    """Flags checked before anything is loaded or sent: URLs and paths."""
+    if "generate" in phases:
+        _check_endpoint("--endpoint", args.endpoint)
+        if args.snapshot is not None and not args.snapshot.is_dir():
+            what = "does not exist" if not args.snapshot.exists() else "is not a directory"
+            raise UsageError(f"--snapshot {args.snapshot} {what}; give a snapshot folder")
+        if args.model_config is not None and not args.model_config.exists():
+            raise UsageError(f"--model-config {args.model_config} does not exist")
+    if "judge" in phases:
+        _check_endpoint("--judge-endpoint", args.judge_endpoint)
+        if "generate" not in phases and not args.generations.is_dir():
+            what = "does not exist" if not args.generations.exists() else "is not a directory"
+            raise UsageError(
+                f"--generations {args.generations} {what}; give a directory written by "
+                "`kyai generate` (it holds run.json)"
+            )
+    _check_output(args.output)
+
+
+def _error(args: argparse.Namespace, message: object) -> None:
+    from kyai.evaluation._redact import redact
+
+    print(redact(f"kyai {args.command}: error: {message}"), file=sys.stderr)
+
+
 def _run_guarded(args: argparse.Namespace, phases: tuple[str, ...]) -> int:
     from kyai.datasets import DatasetError, DatasetUnavailableError
-    from kyai.evaluation import EndpointUnreachableError, ModelConfigError, RunDirectoryError
+    from kyai.evaluation import (
+        EndpointConfigError,
+        EndpointUnreachableError,
+        ModelConfigError,
+        RunDirectoryError,
+    )
+    from kyai.evaluation._client import InvalidEndpointError
+    from kyai.evaluation._redact import redact, register_secret
     from kyai.evaluation._report import ReportError
 
     _configure_logging(args.quiet)
+    register_secret(os.environ.get(HF_TOKEN_ENV))
     try:
+        _check_inputs(args, phases)
         return asyncio.run(_execute(args, phases))
+    except KeyboardInterrupt:
+        print(
+            f"kyai {args.command}: interrupted; what was stored is kept in {args.output} "
+            "(run the same command again to resume)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     except DatasetUnavailableError as exc:  # the Hub is unreachable: not the user's input
-        print(f"kyai {args.command}: error: {exc}", file=sys.stderr)
+        _error(args, exc)
         return EXIT_UNREACHABLE
-    except (UsageError, DatasetError, RunDirectoryError, ModelConfigError) as exc:
-        print(f"kyai {args.command}: error: {exc}", file=sys.stderr)
+    except (
+        UsageError,
+        DatasetError,
+        RunDirectoryError,
+        ModelConfigError,
+        InvalidEndpointError,
+    ) as exc:
+        _error(args, exc)
         return EXIT_USAGE
-    except EndpointUnreachableError as exc:
-        print(f"kyai {args.command}: error: {exc}", file=sys.stderr)
+    except (EndpointUnreachableError, EndpointConfigError) as exc:
+        _error(args, exc)
         return EXIT_UNREACHABLE
     except ReportError as exc:
-        print(f"kyai {args.command}: error: {exc}", file=sys.stderr)
+        _error(args, exc)
+        return EXIT_FAILURE
+    except Exception as exc:
+        if args.debug:
+            print(redact(traceback.format_exc()), file=sys.stderr, end="")
+        _error(
+            args,
+            f"unexpected {type(exc).__name__}: {exc}"
+            + ("" if args.debug else " (--debug shows the traceback)"),
+        )
         return EXIT_FAILURE
 
 
@@ -394,11 +496,11 @@ async def _phases(
             _secret("--judge-api-key-env", args.judge_api_key_env) if "judge" in phases else None
         )
         outcome = await generate(dataset, output, candidate, listener=listener)
-        print(
+        _print_redacted(
             f"generated {outcome.sent} of {outcome.rows} rows ({outcome.errors} errors) in "
             f"{outcome.wall_seconds:.1f}s; context window {outcome.window.tokens} tokens "
             f"({outcome.window.source}) -> {output}",
-            file=sys.stderr,
+            sys.stderr,
         )
     if "judge" in phases:
         generations_dir: Path = output if "generate" in phases else args.generations
@@ -415,13 +517,20 @@ async def _phases(
         if reporter is not None:
             await reporter.final(summary)
         latency = summary["avg_latency_ms"]
-        print(
+        _print_redacted(
             f"avg_score={summary['avg_score']:.4f} count={summary['count']} "
             f"errors={summary['error_count']} avg_latency_ms="
             f"{'n/a' if latency is None else f'{latency:.1f}'} "
-            f"comparison_key={summary['comparison_key']} -> {output / 'summary.json'}"
+            f"comparison_key={summary['comparison_key']} -> {output / 'summary.json'}",
+            sys.stdout,
         )
     return EXIT_OK
+
+
+def _print_redacted(text: str, stream: Any) -> None:
+    from kyai.evaluation._redact import redact
+
+    print(redact(text), file=stream)
 
 
 async def _preprocess(dataset: Dataset, path: Path) -> Dataset:

@@ -7,6 +7,7 @@ The public surface lives in :mod:`kyai.testing.llm_double` (also runnable with
 # Imported from the private modules, not from llm_double, so that ``python -m
 # kyai.testing.llm_double`` does not find its own module already imported.
 from kyai.testing._double import DoubleNotRunningError, LLMDouble
+from kyai.testing._faults import FAULT_KINDS, Faults
 from kyai.testing._judge import substring_judge
 from kyai.testing._model import (
     ChatRequest,
@@ -19,10 +20,12 @@ from kyai.testing._model import (
 from kyai.testing._servers import OVERFLOW_STYLES, OverflowStyle
 
 __all__ = [
+    "FAULT_KINDS",
     "OVERFLOW_STYLES",
     "ChatRequest",
     "DoubleConfigError",
     "DoubleNotRunningError",
+    "Faults",
     "LLMDouble",
     "ModelSpec",
     "OverflowStyle",

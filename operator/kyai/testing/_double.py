@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -15,6 +18,15 @@ from typing import Any
 
 from aiohttp import web
 
+from kyai.testing._faults import (
+    FAULT_CLOSE,
+    FAULT_CUT_JSON,
+    FAULT_RESET,
+    FAULT_SHORT_BODY,
+    FAULT_STALL,
+    STATUS_FAULTS,
+    Faults,
+)
 from kyai.testing._model import (
     CHARS_PER_TOKEN,
     DEFAULT_CONTENT,
@@ -100,6 +112,8 @@ class LLMDouble:
         api_key: str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        faults: Faults | None = None,
+        echo_headers: bool = False,
     ) -> None:
         if not models:
             raise DoubleConfigError("The double needs at least one model to serve.")
@@ -113,6 +127,12 @@ class LLMDouble:
         self.rules: list[Rule] = list(rules)
         self.latency_s = latency_s
         self.api_key = api_key
+        #: Seeded fault injection on chat requests (None: no faults).
+        self.faults = faults
+        #: Error answers echo the request's Authorization header (raw and base64), as some
+        #: gateways do: for testing that a client never stores what it sent.
+        self.echo_headers = echo_headers
+        self._occurrences: dict[bytes, int] = {}
         self.host = host
         self._requested_port = port
         self.requests: list[RecordedRequest] = []
@@ -250,7 +270,7 @@ class LLMDouble:
             cards.append(card)
         return web.json_response({"object": "list", "data": cards})
 
-    async def _chat(self, request: web.Request) -> web.Response:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         record = RecordedRequest(
             model=None,
             messages=[],
@@ -263,18 +283,61 @@ class LLMDouble:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            reply = await self._answer_chat(request, record)
+            fault = await self._fault(request, record)
+            record.fault = fault
+            if fault in STATUS_FAULTS:
+                status = int(fault or 0)
+                reply = _reply(error_answer(self.style, status, status_phrase(status)))
+            elif fault in (FAULT_CLOSE, FAULT_RESET):
+                reply = _Reply(status=0, drop=True)
+            else:
+                if fault == FAULT_STALL and self.faults is not None:
+                    await asyncio.sleep(self.faults.stall_s)
+                reply = await self._answer_chat(request, record)
         finally:
             self.in_flight -= 1
             record.finished = time.monotonic()
         record.rule = reply.rule
-        if reply.drop or request.transport is None:
-            if request.transport is not None:
-                request.transport.close()
+        transport = request.transport
+        if reply.drop or transport is None:
+            if transport is not None:
+                if fault == FAULT_RESET:
+                    _reset(transport)
+                else:
+                    transport.close()
             return web.Response(status=500)  # never sent: the socket is closed
+        if self.echo_headers and reply.status >= 400:
+            _echo(reply.body, request.headers.get("Authorization", ""))
         record.status = reply.status
         record.response = reply.body
+        if reply.status == 200 and fault in (FAULT_SHORT_BODY, FAULT_CUT_JSON):
+            data = json.dumps(reply.body).encode("utf-8")
+            cut = data[: len(data) // 2]
+            if fault == FAULT_CUT_JSON:
+                return web.Response(body=cut, status=200, content_type="application/json")
+            response = web.StreamResponse(status=200)
+            response.content_type = "application/json"
+            response.content_length = len(data)
+            await response.prepare(request)
+            await response.write(cut)
+            transport.close()
+            return response
         return web.json_response(reply.body, status=reply.status, headers=reply.headers)
+
+    async def _fault(self, request: web.Request, record: RecordedRequest) -> str | None:
+        """The fault to inject into this chat request, if any (see :class:`Faults`)."""
+        if self.faults is None or self.faults.rate == 0:
+            return None
+        raw = await request.read()
+        occurrence = self._occurrences.get(raw, 0)
+        self._occurrences[raw] = occurrence + 1
+        try:
+            model = json.loads(raw).get("model")
+        except (ValueError, AttributeError):
+            model = None
+        if isinstance(model, str):
+            record.model = model
+        return self.faults.pick(raw, occurrence, model if isinstance(model, str) else None)
 
     async def _answer_chat(self, request: web.Request, record: RecordedRequest) -> _Reply:
         style = self.style
@@ -437,6 +500,34 @@ class LLMDouble:
             },
         }
         return _Reply(status=200, body=body, rule=index)
+
+
+def _reset(transport: asyncio.BaseTransport) -> None:
+    """Close a connection with a TCP RST (SO_LINGER 0) instead of a FIN."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    if isinstance(transport, asyncio.Transport):
+        transport.abort()
+    else:
+        transport.close()
+
+
+def _echo(body: dict[str, Any], authorization: str) -> None:
+    """Put the request's Authorization header into an error body's message, like a gateway."""
+    raw = authorization.encode("utf-8")
+    echoed = (
+        f" [request headers: Authorization: {authorization}; "
+        f"b64={base64.b64encode(raw).decode()}; b64url={base64.urlsafe_b64encode(raw).decode()}]"
+    )
+    inner = body.get("error")
+    target = inner if isinstance(inner, dict) else body
+    message = target.get("message")
+    target["message"] = (message if isinstance(message, str) else "error") + echoed
+    body["echoed_headers"] = {"Authorization": authorization}
 
 
 def _run_loop(loop: asyncio.AbstractEventLoop) -> None:

@@ -203,6 +203,8 @@ class RecordedRequest:
     response: dict[str, Any] | None = None
     #: Index of the rule that answered, None for the default answer or a validation error.
     rule: int | None = None
+    #: The fault injected into this request (a ``kyai.testing._faults`` kind), if any.
+    fault: str | None = None
 
     @property
     def duration(self) -> float | None:

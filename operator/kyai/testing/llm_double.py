@@ -12,7 +12,13 @@ In tests::
 As a command (serves until SIGINT or SIGTERM; prints its URL first)::
 
     python -m kyai.testing.llm_double --port 8000 --model candidate --judge-model judge \
-        --max-model-len 4096 --latency 0.2 --rules rules.json
+        --max-model-len 4096 --latency 0.2 --rules rules.json \
+        --fault-rate 0.2 --fault-kinds 429,503,close,cut_json --fault-seed 1
+
+Fault injection (:class:`Faults`): a seeded share of chat requests answered 429, 500 or 503,
+closed or reset without an answer, stalled, sent with a body shorter than its Content-Length,
+or sent whole with their JSON cut; ``echo_headers`` makes error bodies repeat the request's
+Authorization header (raw and base64), as some gateways do.
 
 A rules file is a JSON list of objects with :class:`Rule`'s fields (string ``match`` and
 ``content`` only); ``"judge": true`` answers with :func:`substring_judge`.
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kyai.testing._double import STREAMING_NOT_SUPPORTED, DoubleNotRunningError, LLMDouble
+from kyai.testing._faults import FAULT_KINDS, Faults
 from kyai.testing._judge import substring_judge
 from kyai.testing._model import (
     DEFAULT_CONTENT,
@@ -46,11 +53,13 @@ from kyai.testing._servers import OVERFLOW_STYLES, OverflowStyle
 
 __all__ = [
     "DEFAULT_CONTENT",
+    "FAULT_KINDS",
     "OVERFLOW_STYLES",
     "STREAMING_NOT_SUPPORTED",
     "ChatRequest",
     "DoubleConfigError",
     "DoubleNotRunningError",
+    "Faults",
     "LLMDouble",
     "ModelSpec",
     "OverflowStyle",
@@ -134,6 +143,26 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--ready-file", type=Path, default=None, help="write the URL here once listening"
     )
+    parser.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.0,
+        help="share of chat requests that fail (seeded; see --fault-kinds) (0)",
+    )
+    parser.add_argument(
+        "--fault-kinds",
+        default=",".join(FAULT_KINDS),
+        help=f"comma-separated fault kinds ({','.join(FAULT_KINDS)})",
+    )
+    parser.add_argument("--fault-seed", type=int, default=0, help="seed of the faults (0)")
+    parser.add_argument(
+        "--stall", type=float, default=3.0, help="seconds a 'stall' fault waits (3)"
+    )
+    parser.add_argument(
+        "--echo-headers",
+        action="store_true",
+        help="echo the request's Authorization header in error bodies (like some gateways)",
+    )
     return parser
 
 
@@ -157,6 +186,10 @@ def build_double(args: argparse.Namespace) -> LLMDouble:
         rules.extend(rules_from_json(json.loads(args.rules.read_text(encoding="utf-8"))))
     rules.extend(Rule(model=name, content=substring_judge) for name in args.judge_model)
     rules.append(Rule(content=args.answer))
+    faults = None
+    if args.fault_rate > 0:
+        kinds = tuple(kind.strip() for kind in args.fault_kinds.split(",") if kind.strip())
+        faults = Faults(rate=args.fault_rate, kinds=kinds, seed=args.fault_seed, stall_s=args.stall)
     return LLMDouble(
         models=models,
         rules=rules,
@@ -164,6 +197,8 @@ def build_double(args: argparse.Namespace) -> LLMDouble:
         api_key=args.api_key,
         host=args.host,
         port=args.port,
+        faults=faults,
+        echo_headers=args.echo_headers,
     )
 
 

@@ -363,3 +363,84 @@ async def test_unreachable_server() -> None:
             EndpointUnreachableError, match=r"Cannot reach http://llm\.test/v1/models"
         ):
             await client.list_models()
+
+
+async def test_cut_json_in_a_200_is_retried_like_a_5xx() -> None:
+    whole = json.dumps(completion("Paris")).encode()
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls <= 2:
+            cut = whole[: len(whole) // 2]
+            return httpx.Response(200, content=cut, headers={"content-type": "application/json"})
+        return httpx.Response(200, content=whole, headers={"content-type": "application/json"})
+
+    async with client_for(handler) as client:
+        result = await client.chat("m", MESSAGES, max_tokens=10)
+    assert (result.content, result.attempts, calls) == ("Paris", 3, 3)
+
+
+async def test_cut_json_every_time_fails_after_the_retries() -> None:
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return httpx.Response(200, content=b'{"choices": [{"mess', headers={})
+
+    async with client_for(handler) as client:
+        with pytest.raises(ChatError) as info:
+            await client.chat("m", MESSAGES, max_tokens=10)
+    assert calls == 1 + FAST.max_retries
+    assert info.value.kind == "invalid_response"
+    assert "gave up after 4 attempts" in info.value.message
+
+
+async def test_html_200_is_not_retried() -> None:
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return httpx.Response(200, html="<html><body>Welcome</body></html>")
+
+    async with client_for(handler) as client:
+        with pytest.raises(ChatError) as info:
+            await client.chat("m", MESSAGES, max_tokens=10)
+    assert calls == 1
+    assert info.value.kind == "invalid_response" and "Welcome" in info.value.message
+
+
+async def test_error_messages_never_hold_the_key() -> None:
+    key = "sk-unit-test-key-42"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        echoed = request.headers["authorization"]
+        return httpx.Response(404, json={"error": {"message": f"no route; you sent {echoed}"}})
+
+    async with client_for(handler, api_key=key) as client:
+        with pytest.raises(ChatError) as info:
+            await client.chat("m", MESSAGES, max_tokens=10)
+    assert key not in info.value.message and "[REDACTED]" in info.value.message
+
+
+@pytest.mark.parametrize(
+    "url", ["foo", "http://", "ftp://x", "http://:80", "localhost:8000", "http://h:99999"]
+)
+def test_malformed_endpoints_are_refused(url: str) -> None:
+    from kyai.evaluation import InvalidEndpointError
+    from kyai.evaluation._client import check_endpoint
+
+    with pytest.raises(InvalidEndpointError):
+        check_endpoint(url)
+    with pytest.raises(InvalidEndpointError):
+        ChatClient(url)
+
+
+def test_good_endpoints_are_normalised() -> None:
+    from kyai.evaluation._client import check_endpoint
+
+    assert check_endpoint(" https://llm.example:8443/v1/ ") == "https://llm.example:8443/v1"
+    assert check_endpoint("http://[::1]:8000") == "http://[::1]:8000/v1"

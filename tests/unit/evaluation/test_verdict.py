@@ -15,11 +15,8 @@ from kyai.evaluation import parse_verdict
         ('Here is my verdict:\n```json\n{"score": 0.75, "reasoning": "ok"}\n```', 0.75),
         ('Sure. {"score": 1.0, "reasoning": "fine"} Hope this helps.', 1.0),
         ('<think>{"score": 0.0}</think>{"score": 1.0, "reasoning": "r"}', 1.0),
-        # An example quoted before the final verdict: the final one wins.
-        (
-            'Format {"score": 0.0, "reasoning": "x"}; my answer: {"score": 1.0, "reasoning": "y"}',
-            1.0,
-        ),
+        # The same verdict twice (a judge repeating itself) is not ambiguous.
+        ('{"score": 1, "reasoning": "a"} So: {"score": 1.0, "reasoning": "b"}', 1.0),
         ('{"reasoning": {"nested": true}, "score": 0.25}', 0.25),
     ],
 )
@@ -62,3 +59,19 @@ def test_fail_closed(reply: str | None, kind: str) -> None:
 def test_reasoning_kept() -> None:
     verdict = parse_verdict('{"score": 0.0, "reasoning": "Extracted letter: B. Ground truth: C."}')
     assert verdict.reasoning == "Extracted letter: B. Ground truth: C."
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # An example quoted before the verdict: which one is meant cannot be told (issue 8).
+        'Format {"score": 0.0, "reasoning": "x"}; my answer: {"score": 1.0, "reasoning": "y"}',
+        '{"score": 1.0, "reasoning": "a"}\n{"score": 0.5, "reasoning": "b"}',
+        '```json\n{"score": 0}\n```\n```json\n{"score": "1"}\n```',
+    ],
+)
+def test_different_scores_are_ambiguous(reply: str) -> None:
+    verdict = parse_verdict(reply)
+    assert verdict.error_kind == "judge_ambiguous"
+    assert verdict.score == 0.0
+    assert verdict.error_message is not None and "different scores" in verdict.error_message
