@@ -13,10 +13,12 @@ from typing import Any, Protocol
 import yaml
 from aiohttp import web
 
-from kyai.devcluster import _openapi, _tables
+from kyai.devcluster import _limits, _openapi, _rbac, _tables
 from kyai.devcluster._errors import (
+    FieldError,
     StatusError,
     bad_request,
+    invalid,
     method_not_allowed,
     not_found,
     unsupported_media_type,
@@ -47,6 +49,7 @@ _YAML_TYPES = {"application/yaml", "application/x-yaml", "text/yaml", APPLY_PATC
 _PATCH_TYPES = {JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH}
 _RETURNS_DELETED_OBJECT = {("", "pods"), ("", "services")}
 _INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+_USER = web.RequestKey("kyai_user", _rbac.UserInfo)
 
 
 class LogSource(Protocol):
@@ -108,16 +111,23 @@ class ApiServer:
         *,
         logs: LogSource | None = None,
         bookmark_interval: float = 5.0,
+        token_key: bytes | None = None,
+        anonymous_admin: bool = True,
     ) -> None:
         self.store = store
         self.logs = logs
         self.bookmark_interval = bookmark_interval
+        #: The key service-account tokens are signed with (None: only the admin token).
+        self.token_key = token_key
+        #: Whether a request without credentials is the admin (else ``system:anonymous``).
+        self.anonymous_admin = anonymous_admin
+        self.authorizer = _rbac.Authorizer(store)
         self.address = ""
         self._stopping = asyncio.Event()
 
     def application(self) -> web.Application:
         """The aiohttp application (one catch-all route)."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=_limits.MAX_REQUEST_BODY_BYTES + 1)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         return app
 
@@ -139,9 +149,32 @@ class ApiServer:
             logger.exception("internal error serving %s %s", request.method, request.path_qs)
             return _error_response(StatusError(500, "InternalError", f"internal error: {exc}"))
 
+    def _user(self, request: web.Request) -> _rbac.UserInfo:
+        user = _rbac.authenticate(
+            request.headers, self.token_key, anonymous_admin=self.anonymous_admin
+        )
+        return _rbac.impersonated(request.headers, user, self.authorizer)
+
+    def _check_path(self, request: web.Request) -> None:
+        """Authorize a non-resource request (discovery, version, OpenAPI, health)."""
+        user: _rbac.UserInfo = request[_USER]
+        verb = {"GET": "get", "HEAD": "head", "POST": "post", "PUT": "put"}.get(
+            request.method, request.method.lower()
+        )
+        attrs = _rbac.Attributes(user, verb, resource_request=False, path=request.path)
+        self.authorizer.check(attrs)
+
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        request[_USER] = self._user(request)
         parts = [part for part in request.path.split("/") if part]
         method = request.method
+        if parts[:3] == ["apis", "authorization.k8s.io", "v1"] and len(parts) == 4:
+            return await self._access_review(request, parts[3])
+        is_resource = (parts[:1] == ["api"] and len(parts) > 2) or (
+            parts[:1] == ["apis"] and len(parts) > 3
+        )
+        if not is_resource:
+            self._check_path(request)
         if not parts:
             paths = ["/api", "/api/v1", "/apis", "/openapi/v2", "/openapi/v3", "/version"]
             return _json_response({"paths": paths})
@@ -291,6 +324,125 @@ class ApiServer:
             raise _no_resource()
         return rt, namespace, name, sub
 
+    def _authorize(
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str | None,
+        sub: str | None,
+    ) -> None:
+        """Refuse (403) what the request's user may not do, as RBAC decides it."""
+        user: _rbac.UserInfo = request[_USER]
+        if user.is_admin:
+            return
+        method = request.method
+        query = request.query
+        if name is None:
+            verb = {
+                "GET": "watch" if _truthy(query.get("watch")) else "list",
+                "POST": "create",
+                "DELETE": "deletecollection",
+            }.get(method, method.lower())
+            wanted = ""
+            if verb in ("list", "watch"):
+                wanted = _single_name(query.get("fieldSelector"))
+        else:
+            verb = {
+                "GET": "get",
+                "PUT": "update",
+                "PATCH": "patch",
+                "DELETE": "delete",
+            }.get(method, method.lower())
+            wanted = name
+        if rt.group_resource == ("", "namespaces") and name is not None:
+            namespace = name
+        attrs = _rbac.Attributes(
+            user,
+            verb,
+            group=rt.group,
+            version=rt.version,
+            resource=rt.plural,
+            subresource=sub or "",
+            namespace=namespace or "",
+            name=wanted,
+        )
+        self.authorizer.check(attrs)
+
+    async def _access_review(self, request: web.Request, plural: str) -> web.Response:
+        """``SelfSubjectAccessReview``/``SubjectAccessReview``: what ``kubectl auth can-i`` asks."""
+        user: _rbac.UserInfo = request[_USER]
+        kinds = {
+            "selfsubjectaccessreviews": "SelfSubjectAccessReview",
+            "subjectaccessreviews": "SubjectAccessReview",
+        }
+        if plural not in kinds:
+            raise _no_resource()
+        if request.method != "POST":
+            raise method_not_allowed(f"{request.method} is not supported on {plural}")
+        self.authorizer.check(
+            _rbac.Attributes(
+                user, "create", group="authorization.k8s.io", version="v1", resource=plural
+            )
+        )
+        body = await self._body(request)
+        if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
+            raise bad_request(f"the body of a {kinds[plural]} must be an object with a spec")
+        spec: Obj = body["spec"]
+        subject = user
+        if plural == "subjectaccessreviews":
+            subject = _rbac.UserInfo(
+                str(spec.get("user") or ""),
+                tuple(str(group) for group in spec.get("groups") or []),
+                str(spec.get("uid") or ""),
+            )
+        resource = spec.get("resourceAttributes")
+        non_resource = spec.get("nonResourceAttributes")
+        if isinstance(resource, dict):
+            attrs = _rbac.Attributes(
+                subject,
+                str(resource.get("verb") or ""),
+                group=str(resource.get("group") or ""),
+                version=str(resource.get("version") or ""),
+                resource=str(resource.get("resource") or ""),
+                subresource=str(resource.get("subresource") or ""),
+                namespace=str(resource.get("namespace") or ""),
+                name=str(resource.get("name") or ""),
+            )
+        elif isinstance(non_resource, dict):
+            attrs = _rbac.Attributes(
+                subject,
+                str(non_resource.get("verb") or ""),
+                resource_request=False,
+                path=str(non_resource.get("path") or ""),
+            )
+        else:
+            raise invalid(
+                kinds[plural],
+                "authorization.k8s.io",
+                "",
+                [
+                    FieldError.invalid(
+                        "spec.resourceAttributes",
+                        "null",
+                        "exactly one of nonResourceAttributes or resourceAttributes must be "
+                        "specified",
+                    )
+                ],
+            )
+        allowed, reason = self.authorizer.authorize(attrs)
+        status: Obj = {"allowed": allowed}
+        if reason:
+            status["reason"] = reason
+        result = {
+            **body,
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": kinds[plural],
+            "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None},
+            "status": status,
+        }
+        return _json_response(result, status=201)
+
     def _out(self, rt: ResourceType, obj: Obj) -> Obj:
         if obj.get("apiVersion") == rt.api_version:
             return obj
@@ -335,6 +487,9 @@ class ApiServer:
     ) -> web.StreamResponse:
         rt, namespace, name, sub = self._route(group, version, rest)
         query = request.query
+        self._authorize(request, rt, namespace, name, sub)
+        if method in ("POST", "PUT", "PATCH"):
+            _limits.check_request_size(request.content_length)
         if name is None:
             if method == "GET":
                 labels = parse_label_selector(query.get("labelSelector"))
@@ -762,6 +917,17 @@ class ApiServer:
         except ConnectionResetError:
             pass
         return response
+
+
+def _single_name(selector: str | None) -> str:
+    """The name a list or watch asks for with ``fieldSelector=metadata.name=X`` (RequestInfo)."""
+    if not selector or "," in selector:
+        return ""
+    for op in ("==", "="):
+        key, sep, value = selector.partition(op)
+        if sep and key.strip() == "metadata.name" and "!" not in key:
+            return value.strip()
+    return ""
 
 
 def _no_resource() -> StatusError:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kyai.devcluster import _builtins, _patch, _schema
+from kyai.devcluster import _builtins, _cel, _limits, _patch, _schema
 from kyai.devcluster._errors import (
     FieldError,
     already_exists,
@@ -148,6 +148,8 @@ class Store:
         self._compacted = 0
         self._watchers: set[Watcher] = set()
         self._listeners: list[Callable[[Event], None]] = []
+        #: The CEL rules of the served CRDs (compiled once per schema).
+        self.cel = _cel.CelValidator()
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -364,8 +366,11 @@ class Store:
                 errors.extend(_builtins.validate_name(rt.kind, name))
             errors.extend(_builtins.validate_metadata(obj))
             errors.extend(_schema.validate(obj, rt.schema))
+            if not errors:
+                errors.extend(self.cel.validate(rt, obj, old))
         else:
             errors = _builtins.prepare_builtin(rt, obj, old)
+            errors.extend(_limits.validate_sizes(rt.kind, obj))
         if errors:
             raise invalid(rt.kind, rt.group, name, errors)
         return warnings
@@ -425,6 +430,7 @@ class Store:
             self._check_crd_names(obj)
         if dry_run:
             return WriteResult(obj, warnings)
+        _limits.check_stored_size(obj)
         return WriteResult(self._commit(rt, "ADDED", obj, None), warnings)
 
     def _check_crd_names(self, crd: Obj) -> None:
@@ -638,6 +644,7 @@ class Store:
             return WriteResult(copy.deepcopy(old), warnings)
         if dry_run:
             return WriteResult(new, warnings)
+        _limits.check_stored_size(new)
         committed = self._commit(rt, "MODIFIED", new, old)
         if new_meta.get("deletionTimestamp") and not new_meta.get("finalizers"):
             self._remove(rt, committed)

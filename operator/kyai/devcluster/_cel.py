@@ -1,0 +1,251 @@
+"""The CRDs' CEL validation rules (``x-kubernetes-validations``), evaluated with cel-python.
+
+As in ``k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel``: every rule of a schema node
+runs with ``self`` bound to the value there (nodes without a value are skipped); a
+*transition rule* (one that mentions ``oldSelf``) runs only on updates, and only where the
+old object has a value at the same place (object properties, map keys, and items of
+``x-kubernetes-list-type: map`` lists matched by their keys). A false rule is a ``422``
+cause worded as the real server words it::
+
+    <Kind>.<group> "<name>" is invalid: spec: Invalid value: "object": <message>
+
+``message`` (default ``failed rule: <rule>``), ``messageExpression`` (when it evaluates to a
+non-empty string), ``reason`` (``FieldValueForbidden``/``Required``/``Duplicate``/``Invalid``)
+and ``fieldPath`` (relative to the node) are honoured; a root-level rule reports on
+``<nil>``, as the real server's nil field path prints. Evaluation errors are reported as
+``<error> evaluating rule: <rule>``.
+
+Limits: rules are evaluated dynamically (no static type check, no cost budget); rules the
+library cannot parse, or that call a function cel-python does not have (the Kubernetes
+extension libraries: ``isSorted``, ``lowerAscii``, ``quantity``, ``url``, ...), and
+``optionalOldSelf`` rules are logged once and skipped. The CRD itself is not refused for
+them, unlike the real server, which compiles every rule when the CRD is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import celpy
+import celpy.celparser
+import celpy.evaluation
+from celpy.adapter import json_to_cel
+
+from kyai.devcluster._errors import FieldError, go_repr
+from kyai.devcluster._resources import ResourceType
+
+Obj = dict[str, Any]
+logger = logging.getLogger("kyai.devcluster.cel")
+
+_OLD_SELF = re.compile(r"\boldSelf\b")
+_MISSING = object()
+
+
+@dataclass
+class _Compiled:
+    program: Any | None
+    transition: bool
+    problem: str = ""
+
+
+def _path_text(path: list[str]) -> str:
+    """``field.Path.String()``: ``<nil>`` for the root, ``a.b[0][key]`` otherwise."""
+    if not path:
+        return "<nil>"
+    text = ""
+    for part in path:
+        text += part if part.startswith("[") or not text else f".{part}"
+    return text
+
+
+def _relative_path(path: list[str], field_path: str) -> list[str]:
+    """Extend ``path`` with a rule's ``fieldPath`` (``.spec.x``, ``.list[0]``, ``['k']``)."""
+    result = list(path)
+    for match in re.finditer(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\['([^']*)'\]", field_path):
+        name, index, key = match.groups()
+        if name is not None:
+            result.append(name)
+        elif index is not None:
+            result.append(f"[{index}]")
+        else:
+            result.append(f"[{key}]")
+    return result
+
+
+def _rule_text(rule: Obj) -> str:
+    """``ruleErrorString``: the message if any, else the rule, trimmed."""
+    message = str(rule.get("message") or "").strip()
+    return message or str(rule.get("rule") or "").strip()
+
+
+def _eval_error_text(error: Exception) -> str:
+    text = str(error.args[0]) if error.args else str(error)
+    member = re.match(r"no such member in mapping: '([^']*)'", text)
+    if member:
+        return f"no such key: {member.group(1)}"
+    return text
+
+
+class CelValidator:
+    """Compiles each rule once and evaluates the rules of a schema against an object."""
+
+    def __init__(self) -> None:
+        self._env = celpy.Environment()
+        self._compiled: dict[str, _Compiled] = {}
+        self._skipped: set[str] = set()
+        #: Whether a schema has any rule, by identity (the schema is kept alive with it).
+        self._has_rules: dict[int, tuple[Obj, bool]] = {}
+
+    def _skip(self, text: str, problem: str) -> None:
+        if text not in self._skipped:
+            self._skipped.add(text)
+            logger.warning("CEL rule skipped (%s): %s", problem, text)
+
+    def _compile(self, text: str) -> _Compiled:
+        compiled = self._compiled.get(text)
+        if compiled is None:
+            transition = bool(_OLD_SELF.search(text))
+            try:
+                program = self._env.program(self._env.compile(text))
+                compiled = _Compiled(program, transition)
+            except (celpy.celparser.CELParseError, celpy.evaluation.CELEvalError) as exc:
+                compiled = _Compiled(None, transition, f"cannot compile: {exc}")
+            self._compiled[text] = compiled
+        if compiled.problem:
+            self._skip(text, compiled.problem)
+        return compiled
+
+    def _evaluate(self, text: str, activation: Obj) -> tuple[Any, str]:
+        """``(result, error)``; an unsupported function marks the rule skipped."""
+        compiled = self._compile(text)
+        if compiled.program is None:
+            return None, "skip"
+        try:
+            return compiled.program.evaluate(activation), ""
+        except celpy.evaluation.CELEvalError as exc:
+            message = _eval_error_text(exc)
+            if message.startswith("undeclared reference to"):
+                compiled.problem = f"cel-python lacks a function: {message.split(' (in ')[0]}"
+                compiled.program = None
+                self._skip(text, compiled.problem)
+                return None, "skip"
+            return None, message
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            return None, str(exc)
+
+    def validate(self, rt: ResourceType, obj: Obj, old: Obj | None) -> list[FieldError]:
+        """The CEL errors of ``obj`` (an update when ``old`` is given)."""
+        schema = rt.schema
+        if not isinstance(schema, dict):
+            return []
+        known = self._has_rules.get(id(schema))
+        if known is None or known[0] is not schema:
+            known = (schema, "x-kubernetes-validations" in str(schema))
+            self._has_rules[id(schema)] = known
+        if not known[1]:
+            return []
+        errors: list[FieldError] = []
+        self._walk(schema, obj, old if old is not None else _MISSING, [], errors)
+        return errors
+
+    # -- walking the schema and the value together ----------------------------------------
+
+    def _walk(
+        self, schema: Obj, value: Any, old: Any, path: list[str], errors: list[FieldError]
+    ) -> None:
+        rules = schema.get("x-kubernetes-validations")
+        if isinstance(rules, list):
+            for rule in rules:
+                if isinstance(rule, dict) and rule.get("rule"):
+                    self._check(rule, schema, value, old, path, errors)
+        if isinstance(value, dict):
+            properties = schema.get("properties")
+            if isinstance(properties, dict):
+                for name, sub in properties.items():
+                    if name in value and isinstance(sub, dict):
+                        sub_old = old.get(name, _MISSING) if isinstance(old, dict) else _MISSING
+                        self._walk(sub, value[name], sub_old, [*path, name], errors)
+            extra = schema.get("additionalProperties")
+            if isinstance(extra, dict):
+                for key, item in value.items():
+                    sub_old = old.get(key, _MISSING) if isinstance(old, dict) else _MISSING
+                    self._walk(extra, item, sub_old, [*path, f"[{key}]"], errors)
+        elif isinstance(value, list):
+            items = schema.get("items")
+            if not isinstance(items, dict):
+                return
+            keys = schema.get("x-kubernetes-list-map-keys") or []
+            olds: dict[tuple[Any, ...], Any] = {}
+            if schema.get("x-kubernetes-list-type") == "map" and isinstance(old, list):
+                for item in old:
+                    if isinstance(item, dict):
+                        olds[tuple(item.get(key) for key in keys)] = item
+            for index, item in enumerate(value):
+                sub_old = (
+                    olds.get(tuple(item.get(key) for key in keys), _MISSING)
+                    if isinstance(item, dict) and olds
+                    else _MISSING
+                )
+                self._walk(items, item, sub_old, [*path, f"[{index}]"], errors)
+
+    def _check(
+        self,
+        rule: Obj,
+        schema: Obj,
+        value: Any,
+        old: Any,
+        path: list[str],
+        errors: list[FieldError],
+    ) -> None:
+        text = str(rule["rule"])
+        if rule.get("optionalOldSelf"):
+            self._skip(text, "optionalOldSelf is not supported")
+            return
+        compiled = self._compile(text)
+        if compiled.program is None:
+            return
+        activation: Obj = {"self": json_to_cel(value)}
+        if compiled.transition:
+            if old is _MISSING:
+                return
+            activation["oldSelf"] = json_to_cel(old)
+        result, error = self._evaluate(text, activation)
+        if error == "skip":
+            return
+        where = _relative_path(path, str(rule.get("fieldPath") or ""))
+        field = _path_text(where)
+        node_type = str(schema.get("type") or "")
+        if error:
+            detail = f"{error} evaluating rule: {_rule_text(rule)}"
+            errors.append(FieldError.invalid(field, node_type, detail))
+            return
+        if result is True or (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
+            return
+        if not isinstance(result, bool | celpy.celtypes.BoolType):
+            detail = f"rule did not evaluate to a bool: {_rule_text(rule)}"
+            errors.append(FieldError.invalid(field, node_type, detail))
+            return
+        errors.append(self._failure(rule, field, node_type, activation))
+
+    def _failure(self, rule: Obj, field: str, node_type: str, activation: Obj) -> FieldError:
+        message = str(rule.get("message") or "").strip()
+        expression = str(rule.get("messageExpression") or "")
+        if expression:
+            result, error = self._evaluate(expression, activation)
+            if not error and isinstance(result, str) and result.strip():
+                message = result.strip()
+        if not message:
+            message = f"failed rule: {str(rule['rule']).strip()}"
+        reason = rule.get("reason")
+        if reason == "FieldValueForbidden":
+            return FieldError.forbidden(field, message)
+        if reason == "FieldValueRequired":
+            return FieldError.required(field, message)
+        if reason == "FieldValueDuplicate":
+            return FieldError(
+                field, "FieldValueDuplicate", f"Duplicate value: {go_repr(node_type)}"
+            )
+        return FieldError.invalid(field, node_type, message)

@@ -1,0 +1,388 @@
+"""Authentication and RBAC authorization of the devcluster, as the real API server does them.
+
+* Authentication: ``Authorization: Bearer <token>``. The admin kubeconfig's token is the
+  unrestricted ``kubernetes-admin`` (group ``system:masters``); a service-account token
+  signed by this devcluster is that service account; any other token is a 401. A request
+  without credentials is admin too unless the server was told otherwise (backward
+  compatibility: the test helpers send none), then it is ``system:anonymous``.
+* Impersonation (``Impersonate-User``/``-Group``/``-Uid`` headers, ``kubectl --as``) is
+  allowed for the admin and, as in Kubernetes, for whoever holds the ``impersonate`` verb.
+* Authorization follows ``k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac``: the rules of
+  the ClusterRoles bound by ClusterRoleBindings apply everywhere, those of a RoleBinding (to a
+  Role or a ClusterRole) only in its namespace. Rules match by API group, resource (with
+  ``resource/subresource`` and ``*/subresource``), verb and resource name; ``*`` is a
+  wildcard. A denial is the real 403 ``Status`` with the real message. The bootstrap
+  policy a cluster gives every authenticated user (discovery, version, health, self access
+  reviews) is built in; no bootstrap ClusterRoles exist as objects, and aggregation is not
+  modelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kyai.devcluster import _tokens
+from kyai.devcluster._errors import StatusError, go_repr
+from kyai.devcluster._store import Store, meta
+
+Obj = dict[str, Any]
+
+RBAC_GROUP = "rbac.authorization.k8s.io"
+ALL_AUTHENTICATED = "system:authenticated"
+ALL_UNAUTHENTICATED = "system:unauthenticated"
+ANONYMOUS = "system:anonymous"
+MASTERS = "system:masters"
+_SA_PREFIX = "system:serviceaccount:"
+
+#: Non-resource paths every authenticated user may GET (system:discovery,
+#: system:public-info-viewer); a trailing ``*`` matches a prefix.
+_PUBLIC_PATHS = (
+    "/api",
+    "/api/*",
+    "/apis",
+    "/apis/*",
+    "/openapi",
+    "/openapi/*",
+    "/version",
+    "/version/",
+    "/healthz",
+    "/livez",
+    "/readyz",
+)
+#: Resources every authenticated user may create (system:basic-user).
+_SELF_REVIEWS = {"selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews"}
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    """Who a request speaks for."""
+
+    name: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def is_admin(self) -> bool:
+        """Members of ``system:masters`` pass every authorization check."""
+        return MASTERS in self.groups
+
+
+ADMIN = UserInfo("kubernetes-admin", (MASTERS, ALL_AUTHENTICATED))
+ANONYMOUS_USER = UserInfo(ANONYMOUS, (ALL_UNAUTHENTICATED,))
+
+
+def service_account_user(namespace: str, name: str) -> UserInfo:
+    """The user a service account authenticates as."""
+    identity = _tokens.ServiceAccountIdentity(namespace, name)
+    return UserInfo(identity.username, identity.groups)
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """What a request asks to do (``authorizer.Attributes``)."""
+
+    user: UserInfo
+    verb: str
+    resource_request: bool = True
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+    path: str = ""
+
+
+def unauthorized() -> StatusError:
+    """The 401 the API server answers a token it cannot authenticate with."""
+    return StatusError(401, "Unauthorized", "Unauthorized")
+
+
+def authenticate(
+    headers: Mapping[str, str], key: bytes | None, *, anonymous_admin: bool = True
+) -> UserInfo:
+    """The user behind a request's ``Authorization`` header (401 when it is not valid)."""
+    header = headers.get("Authorization", "")
+    if not header:
+        return ADMIN if anonymous_admin else ANONYMOUS_USER
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise unauthorized()
+    if token == _tokens.ADMIN_TOKEN:
+        return ADMIN
+    identity = _tokens.verify(key, token) if key is not None else None
+    if identity is None:
+        raise unauthorized()
+    return service_account_user(identity.namespace, identity.name)
+
+
+def _split_service_account(username: str) -> tuple[str, str] | None:
+    if not username.startswith(_SA_PREFIX):
+        return None
+    namespace, sep, name = username[len(_SA_PREFIX) :].partition(":")
+    if not sep or not namespace or not name or ":" in name:
+        return None
+    return namespace, name
+
+
+def impersonated(
+    headers: Mapping[str, str], requester: UserInfo, authorizer: Authorizer
+) -> UserInfo:
+    """Apply ``Impersonate-*`` headers: the user the request then speaks for (or 403)."""
+    items: Iterable[tuple[str, str]] = headers.items()
+    username = ""
+    groups: list[str] = []
+    uid = ""
+    extra: dict[str, list[str]] = {}
+    for key, value in items:
+        lowered = key.lower()
+        if lowered == "impersonate-user":
+            username = value
+        elif lowered == "impersonate-group":
+            groups.append(value)
+        elif lowered == "impersonate-uid":
+            uid = value
+        elif lowered.startswith("impersonate-extra-"):
+            extra.setdefault(lowered[len("impersonate-extra-") :], []).append(value)
+    if not username:
+        if groups or uid or extra:
+            raise StatusError(
+                500,
+                "InternalError",
+                "Internal error occurred: requested [...] without impersonating a user",
+            )
+        return requester
+    checks: list[Attributes] = []
+    sa = _split_service_account(username)
+    if sa is not None:
+        checks.append(
+            Attributes(
+                requester,
+                "impersonate",
+                resource="serviceaccounts",
+                namespace=sa[0],
+                name=sa[1],
+            )
+        )
+    else:
+        checks.append(Attributes(requester, "impersonate", resource="users", name=username))
+    checks.extend(
+        Attributes(requester, "impersonate", resource="groups", name=group) for group in groups
+    )
+    if uid:
+        checks.append(
+            Attributes(
+                requester, "impersonate", group="authentication.k8s.io", resource="uids", name=uid
+            )
+        )
+    for attrs in checks:
+        allowed, reason = authorizer.authorize(attrs)
+        if not allowed:
+            raise forbidden(attrs, reason)
+    if not groups and sa is not None:
+        groups = list(service_account_user(*sa).groups)
+    if username != ANONYMOUS and not any(
+        group in (ALL_AUTHENTICATED, ALL_UNAUTHENTICATED) for group in groups
+    ):
+        groups.append(ALL_AUTHENTICATED)
+    return UserInfo(
+        username, tuple(groups), uid, {key: tuple(values) for key, values in extra.items()}
+    )
+
+
+def forbidden_message(attrs: Attributes) -> str:
+    """``forbiddenMessage`` of k8s.io/apiserver's responsewriters, word for word."""
+    user = go_repr(attrs.user.name)
+    if not attrs.resource_request:
+        return f"User {user} cannot {attrs.verb} path {go_repr(attrs.path)}"
+    resource = attrs.resource + (f"/{attrs.subresource}" if attrs.subresource else "")
+    where = (
+        f"in the namespace {go_repr(attrs.namespace)}"
+        if attrs.namespace
+        else "at the cluster scope"
+    )
+    return (
+        f"User {user} cannot {attrs.verb} resource {go_repr(resource)} "
+        f"in API group {go_repr(attrs.group)} {where}"
+    )
+
+
+def forbidden(attrs: Attributes, reason: str = "") -> StatusError:
+    """The 403 ``Status`` (``apierrors.NewForbidden`` around the forbidden message)."""
+    message = forbidden_message(attrs)
+    if reason:
+        message = f"{message}: {reason}"
+    if not attrs.resource_request:
+        return StatusError(403, "Forbidden", f"forbidden: {message}")
+    qualified = f"{attrs.resource}.{attrs.group}" if attrs.group else attrs.resource
+    details: Obj = {"kind": attrs.resource}
+    if attrs.group:
+        details["group"] = attrs.group
+    if attrs.name:
+        details["name"] = attrs.name
+        text = f"{qualified} {go_repr(attrs.name)} is forbidden: {message}"
+    else:
+        text = f"{qualified} is forbidden: {message}"
+    return StatusError(403, "Forbidden", text, details)
+
+
+# -- rule matching (k8s.io/component-helpers/auth/rbac/validation) --------------------------
+
+
+def _verb_matches(rule: Obj, verb: str) -> bool:
+    verbs = rule.get("verbs") or []
+    return "*" in verbs or verb in verbs
+
+
+def _group_matches(rule: Obj, group: str) -> bool:
+    groups = rule.get("apiGroups") or []
+    return "*" in groups or group in groups
+
+
+def _resource_matches(rule: Obj, combined: str, subresource: str) -> bool:
+    for resource in rule.get("resources") or []:
+        if resource in ("*", combined):
+            return True
+        if subresource and resource == f"*/{subresource}":
+            return True
+    return False
+
+
+def _name_matches(rule: Obj, name: str) -> bool:
+    names = rule.get("resourceNames") or []
+    return not names or name in names
+
+
+def _url_matches(rule: Obj, path: str) -> bool:
+    for url in rule.get("nonResourceURLs") or []:
+        if url == "*" or url == path:
+            return True
+        if url.endswith("*") and path.startswith(url[:-1]):
+            return True
+    return False
+
+
+def rule_allows(attrs: Attributes, rule: Any) -> bool:
+    """Whether one PolicyRule allows the request (``RuleAllows``)."""
+    if not isinstance(rule, dict):
+        return False
+    if attrs.resource_request:
+        combined = attrs.resource + (f"/{attrs.subresource}" if attrs.subresource else "")
+        return (
+            _verb_matches(rule, attrs.verb)
+            and _group_matches(rule, attrs.group)
+            and _resource_matches(rule, combined, attrs.subresource)
+            and _name_matches(rule, attrs.name)
+        )
+    return _verb_matches(rule, attrs.verb) and _url_matches(rule, attrs.path)
+
+
+def _subject_applies(user: UserInfo, subject: Any, namespace: str) -> bool:
+    if not isinstance(subject, dict):
+        return False
+    kind = subject.get("kind")
+    name = str(subject.get("name") or "")
+    if kind == "User":
+        return user.name == name
+    if kind == "Group":
+        return name in user.groups
+    if kind == "ServiceAccount":
+        sa_namespace = str(subject.get("namespace") or namespace)
+        return bool(sa_namespace) and user.name == f"{_SA_PREFIX}{sa_namespace}:{name}"
+    return False
+
+
+def _bootstrap_allows(attrs: Attributes) -> bool:
+    """What the bootstrap ClusterRoles of every cluster grant (discovery, basic-user, ...)."""
+    if not attrs.resource_request:
+        if attrs.verb != "get":
+            return False
+        if attrs.path in ("/version", "/version/", "/healthz", "/livez", "/readyz"):
+            return True  # system:public-info-viewer: authenticated and unauthenticated
+        return ALL_AUTHENTICATED in attrs.user.groups and any(
+            attrs.path == path or (path.endswith("*") and attrs.path.startswith(path[:-1]))
+            for path in _PUBLIC_PATHS
+        )
+    return (
+        ALL_AUTHENTICATED in attrs.user.groups
+        and attrs.verb == "create"
+        and attrs.group in ("authorization.k8s.io", "authentication.k8s.io")
+        and attrs.resource in _SELF_REVIEWS
+    )
+
+
+class Authorizer:
+    """RBAC over the roles and bindings in a :class:`Store`."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _objects(self, plural: str, namespace: str | None = None) -> list[Obj]:
+        rt = self.store.type_for(RBAC_GROUP, plural)
+        return list(self.store.objects(rt, namespace))
+
+    def _role_rules(self, ref: Obj, namespace: str, errors: list[str]) -> list[Obj]:
+        kind = ref.get("kind")
+        name = str(ref.get("name") or "")
+        if kind == "ClusterRole":
+            role = self.store.find(self.store.type_for(RBAC_GROUP, "clusterroles"), None, name)
+            what = "clusterrole"
+        elif kind == "Role" and namespace:
+            role = self.store.find(self.store.type_for(RBAC_GROUP, "roles"), namespace, name)
+            what = "role"
+        else:
+            errors.append(f"unsupported role reference kind: {go_repr(kind)}")
+            return []
+        if role is None:
+            errors.append(f"{what}.{RBAC_GROUP} {go_repr(name)} not found")
+            return []
+        rules = role.get("rules") or []
+        return [rule for rule in rules if isinstance(rule, dict)]
+
+    def authorize(self, attrs: Attributes) -> tuple[bool, str]:
+        """``(allowed, reason)`` for a request, as the RBAC authorizer decides it."""
+        if attrs.user.is_admin or _bootstrap_allows(attrs):
+            return True, ""
+        errors: list[str] = []
+        for binding in self._objects("clusterrolebindings"):
+            if not any(_subject_applies(attrs.user, s, "") for s in binding.get("subjects") or []):
+                continue
+            rules = self._role_rules(binding.get("roleRef") or {}, "", errors)
+            if any(rule_allows(attrs, rule) for rule in rules):
+                return True, ""
+        if attrs.namespace:
+            for binding in self._objects("rolebindings", attrs.namespace):
+                namespace = str(meta(binding).get("namespace") or "")
+                subjects = binding.get("subjects") or []
+                if not any(_subject_applies(attrs.user, s, namespace) for s in subjects):
+                    continue
+                rules = self._role_rules(binding.get("roleRef") or {}, namespace, errors)
+                if any(rule_allows(attrs, rule) for rule in rules):
+                    return True, ""
+        if not errors:
+            return False, ""
+        aggregate = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+        return False, f"RBAC: {aggregate}"
+
+    def check(self, attrs: Attributes) -> None:
+        """Raise the 403 when the request is not allowed."""
+        allowed, reason = self.authorize(attrs)
+        if not allowed:
+            raise forbidden(attrs, reason)
+
+    def rules_for(self, user: UserInfo, namespace: str) -> list[Obj]:
+        """Every rule that applies to ``user`` in ``namespace`` (SelfSubjectRulesReview)."""
+        errors: list[str] = []
+        rules: list[Obj] = []
+        for binding in self._objects("clusterrolebindings"):
+            if any(_subject_applies(user, s, "") for s in binding.get("subjects") or []):
+                rules.extend(self._role_rules(binding.get("roleRef") or {}, "", errors))
+        if namespace:
+            for binding in self._objects("rolebindings", namespace):
+                if any(_subject_applies(user, s, namespace) for s in binding.get("subjects") or []):
+                    rules.extend(self._role_rules(binding.get("roleRef") or {}, namespace, errors))
+        return rules
