@@ -386,3 +386,91 @@ class Authorizer:
                 if any(_subject_applies(user, s, namespace) for s in binding.get("subjects") or []):
                     rules.extend(self._role_rules(binding.get("roleRef") or {}, namespace, errors))
         return rules
+
+
+# -- protobuf access reviews (what ``kubectl auth can-i`` sends) -----------------------------
+
+_PROTOBUF_MAGIC = b"k8s\x00"
+_RESOURCE_FIELDS = {
+    1: "namespace",
+    2: "verb",
+    3: "group",
+    4: "version",
+    5: "resource",
+    6: "subresource",
+    7: "name",
+}
+_NON_RESOURCE_FIELDS = {1: "path", 2: "verb"}
+
+
+def _varint(data: bytes, index: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if index >= len(data):
+            raise ValueError("truncated varint")
+        byte = data[index]
+        index += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, index
+
+
+def _protobuf_fields(data: bytes) -> list[tuple[int, bytes | int]]:
+    """The ``(field number, value)`` pairs of one protobuf message (no schema needed)."""
+    fields: list[tuple[int, bytes | int]] = []
+    index = 0
+    while index < len(data):
+        key, index = _varint(data, index)
+        number, wire = key >> 3, key & 7
+        value: bytes | int
+        if wire == 0:
+            value, index = _varint(data, index)
+        elif wire == 2:
+            length, index = _varint(data, index)
+            value = data[index : index + length]
+            index += length
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value = data[index : index + size]
+            index += size
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        fields.append((number, value))
+    return fields
+
+
+def _strings(data: bytes, names: Mapping[int, str]) -> Obj:
+    return {
+        names[number]: value.decode()
+        for number, value in _protobuf_fields(data)
+        if number in names and isinstance(value, bytes)
+    }
+
+
+def decode_access_review(raw: bytes) -> Obj:
+    """A (Self)SubjectAccessReview sent as Kubernetes protobuf, as its JSON form."""
+    if not raw.startswith(_PROTOBUF_MAGIC):
+        raise ValueError("not a Kubernetes protobuf message")
+    payload = b""
+    for number, value in _protobuf_fields(raw[len(_PROTOBUF_MAGIC) :]):
+        if number == 2 and isinstance(value, bytes):
+            payload = value
+    spec: Obj = {}
+    for number, value in _protobuf_fields(payload):
+        if number != 2 or not isinstance(value, bytes):
+            continue
+        for spec_number, spec_value in _protobuf_fields(value):
+            if not isinstance(spec_value, bytes):
+                continue
+            if spec_number == 1:
+                spec["resourceAttributes"] = _strings(spec_value, _RESOURCE_FIELDS)
+            elif spec_number == 2:
+                spec["nonResourceAttributes"] = _strings(spec_value, _NON_RESOURCE_FIELDS)
+            elif spec_number == 3:
+                spec["user"] = spec_value.decode()
+            elif spec_number == 4:
+                spec.setdefault("groups", []).append(spec_value.decode())
+            elif spec_number == 6:
+                spec["uid"] = spec_value.decode()
+    return {"spec": spec}

@@ -385,7 +385,13 @@ class ApiServer:
                 user, "create", group="authorization.k8s.io", version="v1", resource=plural
             )
         )
-        body = await self._body(request)
+        if "protobuf" in _media_type(request.headers.get("Content-Type")):
+            try:
+                body = _rbac.decode_access_review(await request.read())
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise bad_request(f"the request body could not be decoded: {exc}") from exc
+        else:
+            body = await self._body(request)
         if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
             raise bad_request(f"the body of a {kinds[plural]} must be an object with a spec")
         spec: Obj = body["spec"]
