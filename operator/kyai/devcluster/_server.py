@@ -455,7 +455,10 @@ class ApiServer:
         return {**obj, "apiVersion": rt.api_version}
 
     async def _body(self, request: web.Request) -> Any:
-        raw = await request.read()
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge as exc:
+            raise _limits.request_too_large() from exc
         media = _media_type(request.headers.get("Content-Type"))
         if not raw:
             return None
