@@ -404,3 +404,68 @@ def test_kubectl_auth_can_i_as_a_service_account(
         'configmaps is forbidden: User "system:serviceaccount:canitest:runner" cannot list '
         'resource "configmaps" in API group "" in the namespace "canitest"' in refused.stderr
     )
+
+
+async def test_owner_reference_permission_enforcement(
+    api: Api, sa: dict[str, str], cluster: DevCluster
+) -> None:
+    cluster.server.enforce_owner_references = True
+    await api.create_crd()
+    owner = await api.ok(
+        "POST",
+        "/apis/example.com/v1/namespaces/team-a/widgets",
+        {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": "owner"},
+            "spec": {"size": 1},
+        },
+    )
+    ref = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "name": "owner",
+        "uid": owner["metadata"]["uid"],
+    }
+    await role(
+        api,
+        "team-a",
+        "cm",
+        [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}],
+    )
+    await role_binding(api, "team-a", "worker-cm", "Role", "cm", [sa_subject()])
+    base = "/api/v1/namespaces/team-a/configmaps"
+
+    def child(name: str, **extra: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name, "ownerReferences": [{**ref, **extra}]}}
+
+    status, body = await api.post(base, child("c1"), headers=sa)
+    assert status == 403
+    assert body["message"] == (
+        'configmaps "c1" is forbidden: cannot set an ownerRef on a resource you can\'t '
+        "delete: , <nil>"
+    )
+    await role(
+        api,
+        "team-a",
+        "cm-delete",
+        [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["delete"]}],
+    )
+    await role_binding(api, "team-a", "worker-cm-delete", "Role", "cm-delete", [sa_subject()])
+    assert (await api.post(base, child("c1"), headers=sa))[0] == 201
+    status, body = await api.post(base, child("c2", blockOwnerDeletion=True), headers=sa)
+    assert status == 403
+    assert body["message"] == (
+        'configmaps "c2" is forbidden: cannot set blockOwnerDeletion if an ownerReference '
+        "refers to a resource you can't set finalizers on: , <nil>"
+    )
+    await role(
+        api,
+        "team-a",
+        "finalizers",
+        [{"apiGroups": ["example.com"], "resources": ["widgets/finalizers"], "verbs": ["update"]}],
+    )
+    await role_binding(api, "team-a", "worker-fin", "Role", "finalizers", [sa_subject()])
+    assert (await api.post(base, child("c2", blockOwnerDeletion=True), headers=sa))[0] == 201
+    # The admin is never checked.
+    assert (await api.post(base, child("c3", blockOwnerDeletion=True)))[0] == 201

@@ -65,8 +65,13 @@ def sa_kubeconfig(
 
 @pytest.fixture(scope="module")
 def sa_operator(
-    sa_kubeconfig: Path, double: LLMDouble, tmp_path_factory: pytest.TempPathFactory
+    cluster: DevClusterThread,
+    sa_kubeconfig: Path,
+    double: LLMDouble,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Operator]:
+    # As strict as OpenShift: owner references need delete, blockOwnerDeletion finalizers.
+    cluster.cluster.server.enforce_owner_references = True
     running = Operator(
         sa_kubeconfig,
         tmp_path_factory.mktemp("operator"),

@@ -25,6 +25,7 @@ from typing import Any
 
 from kyai.devcluster import _tokens
 from kyai.devcluster._errors import StatusError, go_repr
+from kyai.devcluster._resources import ResourceType
 from kyai.devcluster._store import Store, meta
 
 Obj = dict[str, Any]
@@ -474,3 +475,95 @@ def decode_access_review(raw: bytes) -> Obj:
             elif spec_number == 6:
                 spec["uid"] = spec_value.decode()
     return {"spec": spec}
+
+
+# -- OwnerReferencesPermissionEnforcement (an admission plugin; opt-in) -----------------------
+
+
+def _blocking(refs: Any) -> list[Obj]:
+    return [r for r in refs or [] if isinstance(r, dict) and r.get("blockOwnerDeletion") is True]
+
+
+def check_owner_references(
+    authorizer: Authorizer,
+    user: UserInfo,
+    rt: ResourceType,
+    new: Obj,
+    old: Obj | None,
+) -> None:
+    """The ``OwnerReferencesPermissionEnforcement`` admission plugin (OpenShift enables it).
+
+    Setting or changing owner references needs ``delete`` on the object itself; setting
+    ``blockOwnerDeletion`` needs ``update`` on the owner's ``finalizers`` subresource.
+    """
+    if user.is_admin:
+        return
+    new_refs = meta(new).get("ownerReferences") or []
+    old_refs = (meta(old).get("ownerReferences") or []) if old is not None else []
+    namespace = str(meta(new).get("namespace") or "")
+    name = str(meta(new).get("name") or "")
+    attrs = Attributes(
+        user,
+        "create" if old is None else "update",
+        group=rt.group,
+        resource=rt.plural,
+        namespace=namespace,
+        name=name,
+    )
+    if new_refs != old_refs:
+        allowed, reason = authorizer.authorize(
+            Attributes(
+                user,
+                "delete",
+                group=rt.group,
+                resource=rt.plural,
+                namespace=namespace,
+                name=name,
+            )
+        )
+        if not allowed:
+            raise forbidden_admission(
+                attrs, f"cannot set an ownerRef on a resource you can't delete: {reason}, <nil>"
+            )
+    was_blocking = {(r.get("uid"), r.get("kind")) for r in _blocking(old_refs)}
+    for ref in _blocking(new_refs):
+        if (ref.get("uid"), ref.get("kind")) in was_blocking:
+            continue
+        owner = authorizer.store.registry.by_kind(str(ref.get("apiVersion")), str(ref.get("kind")))
+        if owner is None:
+            raise forbidden_admission(
+                attrs,
+                "cannot set blockOwnerDeletion in this case because cannot find RESTMapping "
+                f"for APIVersion {ref.get('apiVersion')} Kind {ref.get('kind')}: , <nil>",
+            )
+        allowed, reason = authorizer.authorize(
+            Attributes(
+                user,
+                "update",
+                group=owner.group,
+                resource=owner.plural,
+                subresource="finalizers",
+                namespace=namespace if owner.namespaced else "",
+                name=str(ref.get("name") or ""),
+            )
+        )
+        if not allowed:
+            raise forbidden_admission(
+                attrs,
+                "cannot set blockOwnerDeletion if an ownerReference refers to a resource you "
+                f"can't set finalizers on: {reason}, <nil>",
+            )
+
+
+def forbidden_admission(attrs: Attributes, detail: str) -> StatusError:
+    """``admission.NewForbidden``: ``<resource>.<group> "<name>" is forbidden: <detail>``."""
+    qualified = f"{attrs.resource}.{attrs.group}" if attrs.group else attrs.resource
+    details: Obj = {"kind": attrs.resource}
+    if attrs.group:
+        details["group"] = attrs.group
+    if attrs.name:
+        details["name"] = attrs.name
+        return StatusError(
+            403, "Forbidden", f"{qualified} {go_repr(attrs.name)} is forbidden: {detail}", details
+        )
+    return StatusError(403, "Forbidden", f"{qualified} is forbidden: {detail}", details)

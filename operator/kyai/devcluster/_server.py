@@ -38,7 +38,7 @@ from kyai.devcluster._selectors import (
     parse_label_selector,
     selector_to_string,
 )
-from kyai.devcluster._store import Store, meta
+from kyai.devcluster._store import Admission, Store, meta
 
 Obj = dict[str, Any]
 logger = logging.getLogger("kyai.devcluster")
@@ -121,6 +121,8 @@ class ApiServer:
         self.token_key = token_key
         #: Whether a request without credentials is the admin (else ``system:anonymous``).
         self.anonymous_admin = anonymous_admin
+        #: Run the OwnerReferencesPermissionEnforcement admission plugin (as OpenShift does).
+        self.enforce_owner_references = False
         self.authorizer = _rbac.Authorizer(store)
         self.address = ""
         self._stopping = asyncio.Event()
@@ -369,6 +371,18 @@ class ApiServer:
         )
         self.authorizer.check(attrs)
 
+    def _admission(self, request: web.Request) -> Admission | None:
+        """The admission checks of a write by the request's user (None: nothing to check)."""
+        user = request[_USER]
+        if user.is_admin or not self.enforce_owner_references:
+            return None
+        authorizer = self.authorizer
+
+        def admit(rt: ResourceType, new: Obj, old: Obj | None) -> None:
+            _rbac.check_owner_references(authorizer, user, rt, new, old)
+
+        return admit
+
     async def _access_review(self, request: web.Request, plural: str) -> web.Response:
         """``SelfSubjectAccessReview``/``SubjectAccessReview``: what ``kubectl auth can-i`` asks."""
         user: _rbac.UserInfo = request[_USER]
@@ -523,6 +537,7 @@ class ApiServer:
                     await self._body(request),
                     dry_run=dry_run,
                     field_validation=validation,
+                    admit=self._admission(request),
                 )
                 return _json_response(
                     self._out(rt, result.obj), status=201, warnings=result.warnings
@@ -556,6 +571,7 @@ class ApiServer:
                 subresource=sub,
                 dry_run=dry_run,
                 field_validation=validation,
+                admit=self._admission(request),
             )
             return _json_response(self._out(rt, result.obj), warnings=result.warnings)
         if method == "PATCH":
@@ -572,6 +588,7 @@ class ApiServer:
                 subresource=sub,
                 dry_run=dry_run,
                 field_validation=validation,
+                admit=self._admission(request),
             )
             return _json_response(self._out(rt, result.obj), warnings=result.warnings)
         if method == "DELETE" and sub is None:

@@ -35,6 +35,8 @@ from kyai.devcluster._resources import Registry, ResourceType, types_from_crd
 from kyai.devcluster._selectors import FieldSelector, LabelSelector
 
 Obj = dict[str, Any]
+#: An admission check run after validation, before storing: ``(type, new, old)``; raises.
+Admission = Callable[[ResourceType, Obj, Obj | None], None]
 Key = tuple[str, str]  # (namespace, name); namespace is "" for cluster-scoped objects
 
 NAMESPACES = ("", "namespaces")
@@ -383,6 +385,7 @@ class Store:
         *,
         dry_run: bool = False,
         field_validation: str = "Warn",
+        admit: Admission | None = None,
     ) -> WriteResult:
         """Create an object (``POST``): uid, timestamps, generation, 409 on a duplicate."""
         obj = self._normalise_body(rt, namespace, body)
@@ -422,6 +425,8 @@ class Store:
         if "status" in rt.subresources:
             obj.pop("status", None)
         warnings = self._prepare(rt, obj, None, field_validation=field_validation)
+        if admit is not None:
+            admit(rt, obj, None)
         if rt.group_resource == CRDS:
             finalizers = metadata.setdefault("finalizers", [])
             if CRD_CLEANUP_FINALIZER not in finalizers:
@@ -456,6 +461,7 @@ class Store:
         subresource: str | None = None,
         dry_run: bool = False,
         field_validation: str = "Warn",
+        admit: Admission | None = None,
     ) -> WriteResult:
         """Replace an object (``PUT``), with optimistic concurrency on ``resourceVersion``."""
         old = self.find(rt, namespace, name)
@@ -491,6 +497,7 @@ class Store:
             subresource=subresource,
             dry_run=dry_run,
             field_validation=field_validation,
+            admit=admit,
         )
 
     def patch(
@@ -504,6 +511,7 @@ class Store:
         subresource: str | None = None,
         dry_run: bool = False,
         field_validation: str = "Warn",
+        admit: Admission | None = None,
     ) -> WriteResult:
         """Patch an object (``PATCH``) with any of the four patch formats."""
         old = self.find(rt, namespace, name)
@@ -512,7 +520,12 @@ class Store:
                 applied = self._normalise_body(rt, namespace, body)
                 meta(applied)["name"] = name
                 return self.create(
-                    rt, namespace, applied, dry_run=dry_run, field_validation=field_validation
+                    rt,
+                    namespace,
+                    applied,
+                    dry_run=dry_run,
+                    field_validation=field_validation,
+                    admit=admit,
                 )
             raise not_found(rt.plural, name, rt.group)
         doc = copy.deepcopy(old)
@@ -559,6 +572,7 @@ class Store:
             subresource=subresource,
             dry_run=dry_run,
             field_validation=field_validation,
+            admit=admit,
         )
 
     def _write(
@@ -570,6 +584,7 @@ class Store:
         subresource: str | None,
         dry_run: bool,
         field_validation: str,
+        admit: Admission | None = None,
     ) -> WriteResult:
         old_meta = meta(old)
         if subresource == "status":
@@ -622,6 +637,8 @@ class Store:
                     ],
                 )
         warnings = self._prepare(rt, new, old, field_validation=field_validation)
+        if admit is not None:
+            admit(rt, new, old)
         if rt.group_resource == CRDS:
             new["status"] = _builtins.crd_status(new, now_rfc3339(), old)
             for condition, previous in zip(
