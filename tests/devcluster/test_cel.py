@@ -32,6 +32,15 @@ def ruled_widget_crd() -> dict[str, Any]:
         {"rule": "self.size >= oldSelf.size", "message": "size may only grow"},
         {"rule": "!has(self.tags) || size(self.tags) != 2"},
         {"rule": "!has(self.tags) || self.tags.isSorted()", "message": "tags sorted"},
+        {
+            "rule": "!has(self.label) || self.label.upperAscii().lowerAscii() == self.label",
+            "message": "lower case",
+        },
+        {
+            "rule": "!has(self.tags) || self.tags.join(',').split(',').size() == size(self.tags)",
+            "message": "no commas in tags",
+        },
+        {"rule": "!has(self.extra) || quantity(self.extra.memory).isGreaterThan(quantity('0'))"},
     ]
     spec["properties"]["tags"]["items"]["x-kubernetes-validations"] = [
         {"rule": "self.startsWith('t')", "message": "tags start with t"}
@@ -119,10 +128,20 @@ async def test_rules_cel_python_cannot_run_are_skipped_and_logged_once(
     ruled: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="kyai.devcluster.cel")
-    assert (await ruled.post(WIDGETS, widget("a", tags=["tb", "ta", "tc"])))[0] == 201
-    assert (await ruled.post(WIDGETS, widget("b", tags=["tc", "ta", "tb"])))[0] == 201
-    skipped = [r.getMessage() for r in caplog.records if "isSorted" in r.getMessage()]
+    memory = {"memory": "1Gi"}
+    assert (await ruled.post(WIDGETS, widget("a", extra=memory)))[0] == 201
+    assert (await ruled.post(WIDGETS, widget("b", extra=memory)))[0] == 201
+    skipped = [r.getMessage() for r in caplog.records if "quantity" in r.getMessage()]
     assert len(skipped) == 1 and "CEL rule skipped" in skipped[0]
+
+
+async def test_kubernetes_library_functions(ruled: Api) -> None:
+    status, body = await ruled.post(WIDGETS, widget("w", tags=["tb", "ta", "tc"]))
+    assert status == 422
+    assert body["message"].endswith('spec: Invalid value: "object": tags sorted')
+    assert (await ruled.post(WIDGETS, widget("w", tags=["ta", "tb", "tc"])))[0] == 201
+    status, body = await ruled.post(WIDGETS, widget("v", tags=["ta", "tb,tc", "td"]))
+    assert status == 422 and body["message"].endswith("no commas in tags")
 
 
 # -- the project's own CRDs --------------------------------------------------------------

@@ -15,10 +15,15 @@ and ``fieldPath`` (relative to the node) are honoured; a root-level rule reports
 ``<nil>``, as the real server's nil field path prints. Evaluation errors are reported as
 ``<error> evaluating rule: <rule>``.
 
+Beyond standard CEL, the most used functions of the Kubernetes CEL libraries are provided:
+strings (``lowerAscii``, ``upperAscii``, ``trim``, ``split``, ``join``, ``replace``,
+``indexOf``, ``lastIndexOf``, ``substring``, ``charAt``), lists (``isSorted``, ``sum``,
+``min``, ``max``, ``indexOf``, ``lastIndexOf``) and regex (``find``, ``findAll``).
+
 Limits: rules are evaluated dynamically (no static type check, no cost budget); rules the
-library cannot parse, or that call a function cel-python does not have (the Kubernetes
-extension libraries: ``isSorted``, ``lowerAscii``, ``quantity``, ``url``, ...), and
-``optionalOldSelf`` rules are logged once and skipped. The CRD itself is not refused for
+library cannot parse (optional syntax ``?.``), or that call a function that is not there
+(``quantity``, ``url``, ``ip``, ``cidr``, ``format``, sets, ...), and ``optionalOldSelf``
+rules are logged once and skipped. The CRD itself is not refused for
 them, unlike the real server, which compiles every rule when the CRD is written.
 """
 
@@ -32,6 +37,7 @@ from typing import Any
 import celpy
 import celpy.celparser
 import celpy.evaluation
+from celpy import celtypes
 from celpy.adapter import json_to_cel
 
 from kyai.devcluster._errors import FieldError, go_repr
@@ -42,6 +48,72 @@ logger = logging.getLogger("kyai.devcluster.cel")
 
 _OLD_SELF = re.compile(r"\boldSelf\b")
 _MISSING = object()
+
+
+def _index_of(target: Any, item: Any, start: Any = 0) -> Any:
+    if isinstance(target, str):
+        return celtypes.IntType(str(target).find(str(item), int(start)))
+    values = list(target)
+    return celtypes.IntType(values.index(item) if item in values else -1)
+
+
+def _last_index_of(target: Any, item: Any) -> Any:
+    if isinstance(target, str):
+        return celtypes.IntType(str(target).rfind(str(item)))
+    values = list(target)
+    return celtypes.IntType(len(values) - 1 - values[::-1].index(item) if item in values else -1)
+
+
+def _split(text: Any, sep: Any, limit: Any = -1) -> Any:
+    count = int(limit)
+    if count == 0:
+        return celtypes.ListType([])
+    parts = str(text).split(str(sep), count - 1 if count > 0 else -1)
+    return celtypes.ListType([celtypes.StringType(part) for part in parts])
+
+
+def _replace(text: Any, old: Any, new: Any, limit: Any = -1) -> Any:
+    return celtypes.StringType(str(text).replace(str(old), str(new), int(limit)))
+
+
+def _substring(text: Any, start: Any, end: Any = None) -> Any:
+    value = str(text)
+    return celtypes.StringType(value[int(start) : len(value) if end is None else int(end)])
+
+
+def _find(text: Any, pattern: Any) -> Any:
+    match = re.search(str(pattern), str(text))
+    return celtypes.StringType(match.group(0) if match else "")
+
+
+def _find_all(text: Any, pattern: Any, limit: Any = -1) -> Any:
+    found = [m.group(0) for m in re.finditer(str(pattern), str(text))]
+    if int(limit) >= 0:
+        found = found[: int(limit)]
+    return celtypes.ListType([celtypes.StringType(item) for item in found])
+
+
+#: Functions of the Kubernetes CEL libraries (k8s.io/apiserver/pkg/cel/library, cel-go ext).
+K8S_FUNCTIONS: dict[str, Any] = {
+    "lowerAscii": lambda s: celtypes.StringType(str(s).lower()),
+    "upperAscii": lambda s: celtypes.StringType(str(s).upper()),
+    "trim": lambda s: celtypes.StringType(str(s).strip()),
+    "split": _split,
+    "join": lambda items, sep="": celtypes.StringType(str(sep).join(str(i) for i in items)),
+    "replace": _replace,
+    "indexOf": _index_of,
+    "lastIndexOf": _last_index_of,
+    "substring": _substring,
+    "charAt": lambda s, i: celtypes.StringType(str(s)[int(i) : int(i) + 1]),
+    "isSorted": lambda items: celtypes.BoolType(
+        all(items[i] <= items[i + 1] for i in range(len(items) - 1))
+    ),
+    "sum": lambda items: sum(items[1:], items[0]) if len(items) else celtypes.IntType(0),
+    "min": lambda items: min(items),
+    "max": lambda items: max(items),
+    "find": _find,
+    "findAll": _find_all,
+}
 
 
 @dataclass
@@ -109,7 +181,7 @@ class CelValidator:
         if compiled is None:
             transition = bool(_OLD_SELF.search(text))
             try:
-                program = self._env.program(self._env.compile(text))
+                program = self._env.program(self._env.compile(text), functions=K8S_FUNCTIONS)
                 compiled = _Compiled(program, transition)
             except (celpy.celparser.CELParseError, celpy.evaluation.CELEvalError) as exc:
                 compiled = _Compiled(None, transition, f"cannot compile: {exc}")
@@ -222,9 +294,9 @@ class CelValidator:
             detail = f"{error} evaluating rule: {_rule_text(rule)}"
             errors.append(FieldError.invalid(field, node_type, detail))
             return
-        if result is True or (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
+        if result is True or (isinstance(result, celtypes.BoolType) and bool(result)):
             return
-        if not isinstance(result, bool | celpy.celtypes.BoolType):
+        if not isinstance(result, bool | celtypes.BoolType):
             detail = f"rule did not evaluate to a bool: {_rule_text(rule)}"
             errors.append(FieldError.invalid(field, node_type, detail))
             return
