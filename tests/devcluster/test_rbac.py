@@ -398,6 +398,11 @@ def test_kubectl_auth_can_i_as_a_service_account(
     assert (yes.returncode, yes.stdout.strip()) == (0, "yes"), yes.stderr
     no = kubectl("auth", "can-i", "delete", "jobs", "-n", "canitest", who, check=False)
     assert (no.returncode, no.stdout.strip()) == (1, "no"), no.stderr
+    listed = kubectl("auth", "can-i", "--list", "-n", "canitest", who)
+    assert any(
+        line.split()[:1] == ["jobs.batch"] and "[create get]" in line
+        for line in listed.stdout.splitlines()
+    ), listed.stdout
     refused = kubectl("get", "configmaps", "-n", "canitest", who, check=False)
     assert refused.returncode != 0
     assert (
@@ -469,3 +474,56 @@ async def test_owner_reference_permission_enforcement(
     assert (await api.post(base, child("c2", blockOwnerDeletion=True), headers=sa))[0] == 201
     # The admin is never checked.
     assert (await api.post(base, child("c3", blockOwnerDeletion=True)))[0] == 201
+
+
+async def test_a_missing_resource_is_403_before_404(api: Api, sa: dict[str, str]) -> None:
+    path = "/apis/example.com/v1/namespaces/team-a/widgets"
+    status, body = await api.get(path, headers=sa)
+    assert status == 403
+    assert body["message"] == (
+        f'widgets.example.com is forbidden: User "{SA_USER}" cannot list resource "widgets" '
+        'in API group "example.com" in the namespace "team-a"'
+    )
+    await role(
+        api, "team-a", "w", [{"apiGroups": ["example.com"], "resources": ["*"], "verbs": ["list"]}]
+    )
+    await role_binding(api, "team-a", "worker-w", "Role", "w", [sa_subject()])
+    assert (await api.get(path, headers=sa))[0] == 404
+    assert (await api.get(path))[0] == 404
+
+
+async def test_self_subject_rules_review_and_kubectl_can_i_list(
+    api: Api, sa: dict[str, str]
+) -> None:
+    await role(
+        api,
+        "team-a",
+        "read-cm",
+        [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "verbs": ["get"],
+                "resourceNames": ["a"],
+            }
+        ],
+    )
+    await role_binding(api, "team-a", "worker-read", "Role", "read-cm", [sa_subject()])
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectRulesReview",
+        "spec": {"namespace": "team-a"},
+    }
+    path = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+    status, body = await api.post(path, review, headers=sa)
+    assert status == 201, body
+    rules = body["status"]["resourceRules"]
+    assert {
+        "verbs": ["get"],
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "resourceNames": ["a"],
+    } in rules
+    assert body["status"]["incomplete"] is False
+    status, body = await api.post(path, {**review, "spec": {"namespace": "team-b"}}, headers=sa)
+    assert all(rule.get("resources") != ["configmaps"] for rule in body["status"]["resourceRules"])

@@ -375,6 +375,41 @@ class Authorizer:
         if not allowed:
             raise forbidden(attrs, reason)
 
+    def rules_review(self, user: UserInfo, namespace: str) -> Obj:
+        """The status of a SelfSubjectRulesReview (``kubectl auth can-i --list``)."""
+        if user.is_admin:
+            return {
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                "incomplete": False,
+            }
+        resource_rules: list[Obj] = []
+        non_resource_rules: list[Obj] = []
+        if ALL_AUTHENTICATED in user.groups:
+            resource_rules.append(
+                {
+                    "verbs": ["create"],
+                    "apiGroups": ["authorization.k8s.io"],
+                    "resources": sorted(_SELF_REVIEWS - {"selfsubjectreviews"}),
+                }
+            )
+            non_resource_rules.append({"verbs": ["get"], "nonResourceURLs": list(_PUBLIC_PATHS)})
+        for rule in self.rules_for(user, namespace):
+            if rule.get("nonResourceURLs"):
+                non_resource_rules.append(
+                    {"verbs": rule.get("verbs") or [], "nonResourceURLs": rule["nonResourceURLs"]}
+                )
+                continue
+            shown: Obj = {k: rule[k] for k in ("verbs", "apiGroups", "resources") if k in rule}
+            if rule.get("resourceNames"):
+                shown["resourceNames"] = rule["resourceNames"]
+            resource_rules.append(shown)
+        return {
+            "resourceRules": resource_rules,
+            "nonResourceRules": non_resource_rules,
+            "incomplete": False,
+        }
+
     def rules_for(self, user: UserInfo, namespace: str) -> list[Obj]:
         """Every rule that applies to ``user`` in ``namespace`` (SelfSubjectRulesReview)."""
         errors: list[str] = []
@@ -449,8 +484,8 @@ def _strings(data: bytes, names: Mapping[int, str]) -> Obj:
     }
 
 
-def decode_access_review(raw: bytes) -> Obj:
-    """A (Self)SubjectAccessReview sent as Kubernetes protobuf, as its JSON form."""
+def decode_access_review(raw: bytes, *, rules: bool = False) -> Obj:
+    """A (Self)SubjectAccessReview (or SelfSubjectRulesReview) sent as protobuf, as JSON."""
     if not raw.startswith(_PROTOBUF_MAGIC):
         raise ValueError("not a Kubernetes protobuf message")
     payload = b""
@@ -460,6 +495,9 @@ def decode_access_review(raw: bytes) -> Obj:
     spec: Obj = {}
     for number, value in _protobuf_fields(payload):
         if number != 2 or not isinstance(value, bytes):
+            continue
+        if rules:
+            spec.update(_strings(value, {1: "namespace"}))
             continue
         for spec_number, spec_value in _protobuf_fields(value):
             if not isinstance(spec_value, bytes):

@@ -227,6 +227,10 @@ class ApiServer:
                     }
                 )
             group = parts[1]
+            if len(parts) > 3 and (group not in groups or parts[2] not in groups[group]):
+                if not request[_USER].is_admin:
+                    self._authorize_path(request, group, parts[2], parts[3:])
+                raise _no_resource()
             if group not in groups:
                 raise _no_resource()
             if len(parts) == 2:
@@ -326,10 +330,23 @@ class ApiServer:
             raise _no_resource()
         return rt, namespace, name, sub
 
+    def _authorize_path(
+        self, request: web.Request, group: str, version: str, rest: list[str]
+    ) -> None:
+        """Authorize a resource path that does not route (RequestInfo from the path alone)."""
+        namespace: str | None = None
+        if rest[:1] == ["namespaces"] and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        self._authorize(request, group, version, rest[0], namespace, name, sub)
+
     def _authorize(
         self,
         request: web.Request,
-        rt: ResourceType,
+        group: str,
+        version: str,
+        plural: str,
         namespace: str | None,
         name: str | None,
         sub: str | None,
@@ -357,14 +374,14 @@ class ApiServer:
                 "DELETE": "delete",
             }.get(method, method.lower())
             wanted = name
-        if rt.group_resource == ("", "namespaces") and name is not None:
+        if (group, plural) == ("", "namespaces") and name is not None:
             namespace = name
         attrs = _rbac.Attributes(
             user,
             verb,
-            group=rt.group,
-            version=rt.version,
-            resource=rt.plural,
+            group=group,
+            version=version,
+            resource=plural,
             subresource=sub or "",
             namespace=namespace or "",
             name=wanted,
@@ -389,6 +406,7 @@ class ApiServer:
         kinds = {
             "selfsubjectaccessreviews": "SelfSubjectAccessReview",
             "subjectaccessreviews": "SubjectAccessReview",
+            "selfsubjectrulesreviews": "SelfSubjectRulesReview",
         }
         if plural not in kinds:
             raise _no_resource()
@@ -401,7 +419,9 @@ class ApiServer:
         )
         if "protobuf" in _media_type(request.headers.get("Content-Type")):
             try:
-                body = _rbac.decode_access_review(await request.read())
+                body = _rbac.decode_access_review(
+                    await request.read(), rules=plural == "selfsubjectrulesreviews"
+                )
             except (ValueError, UnicodeDecodeError) as exc:
                 raise bad_request(f"the request body could not be decoded: {exc}") from exc
         else:
@@ -410,6 +430,18 @@ class ApiServer:
             raise bad_request(f"the body of a {kinds[plural]} must be an object with a spec")
         spec: Obj = body["spec"]
         subject = user
+        if plural == "selfsubjectrulesreviews":
+            rules = self.authorizer.rules_review(user, str(spec.get("namespace") or ""))
+            return _json_response(
+                {
+                    **body,
+                    "apiVersion": "authorization.k8s.io/v1",
+                    "kind": kinds[plural],
+                    "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None},
+                    "status": rules,
+                },
+                status=201,
+            )
         if plural == "subjectaccessreviews":
             subject = _rbac.UserInfo(
                 str(spec.get("user") or ""),
@@ -508,9 +540,16 @@ class ApiServer:
     async def _resource(
         self, request: web.Request, group: str, version: str, rest: list[str], method: str
     ) -> web.StreamResponse:
-        rt, namespace, name, sub = self._route(group, version, rest)
+        try:
+            rt, namespace, name, sub = self._route(group, version, rest)
+        except StatusError as error:
+            # Authorization comes first on a real server: a resource that does not exist
+            # (yet) is a 403 for whoever may not touch it, a 404 only for the others.
+            if error.code == 404 and not request[_USER].is_admin:
+                self._authorize_path(request, group, version, rest)
+            raise
         query = request.query
-        self._authorize(request, rt, namespace, name, sub)
+        self._authorize(request, rt.group, rt.version, rt.plural, namespace, name, sub)
         if method in ("POST", "PUT", "PATCH"):
             _limits.check_request_size(request.content_length)
         if name is None:
