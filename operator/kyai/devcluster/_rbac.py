@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kyai.devcluster import _tokens
+from kyai.devcluster import _protobuf, _tokens
 from kyai.devcluster._errors import StatusError, go_repr
 from kyai.devcluster._resources import ResourceType
 from kyai.devcluster._store import Store, meta
@@ -426,7 +426,6 @@ class Authorizer:
 
 # -- protobuf access reviews (what ``kubectl auth can-i`` sends) -----------------------------
 
-_PROTOBUF_MAGIC = b"k8s\x00"
 _RESOURCE_FIELDS = {
     1: "namespace",
     2: "verb",
@@ -439,67 +438,25 @@ _RESOURCE_FIELDS = {
 _NON_RESOURCE_FIELDS = {1: "path", 2: "verb"}
 
 
-def _varint(data: bytes, index: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if index >= len(data):
-            raise ValueError("truncated varint")
-        byte = data[index]
-        index += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, index
-
-
-def _protobuf_fields(data: bytes) -> list[tuple[int, bytes | int]]:
-    """The ``(field number, value)`` pairs of one protobuf message (no schema needed)."""
-    fields: list[tuple[int, bytes | int]] = []
-    index = 0
-    while index < len(data):
-        key, index = _varint(data, index)
-        number, wire = key >> 3, key & 7
-        value: bytes | int
-        if wire == 0:
-            value, index = _varint(data, index)
-        elif wire == 2:
-            length, index = _varint(data, index)
-            value = data[index : index + length]
-            index += length
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            value = data[index : index + size]
-            index += size
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        fields.append((number, value))
-    return fields
-
-
 def _strings(data: bytes, names: Mapping[int, str]) -> Obj:
     return {
         names[number]: value.decode()
-        for number, value in _protobuf_fields(data)
+        for number, value in _protobuf.fields(data)
         if number in names and isinstance(value, bytes)
     }
 
 
 def decode_access_review(raw: bytes, *, rules: bool = False) -> Obj:
     """A (Self)SubjectAccessReview (or SelfSubjectRulesReview) sent as protobuf, as JSON."""
-    if not raw.startswith(_PROTOBUF_MAGIC):
-        raise ValueError("not a Kubernetes protobuf message")
-    payload = b""
-    for number, value in _protobuf_fields(raw[len(_PROTOBUF_MAGIC) :]):
-        if number == 2 and isinstance(value, bytes):
-            payload = value
+    _, _, payload = _protobuf.envelope(raw)
     spec: Obj = {}
-    for number, value in _protobuf_fields(payload):
+    for number, value in _protobuf.fields(payload):
         if number != 2 or not isinstance(value, bytes):
             continue
         if rules:
             spec.update(_strings(value, {1: "namespace"}))
             continue
-        for spec_number, spec_value in _protobuf_fields(value):
+        for spec_number, spec_value in _protobuf.fields(value):
             if not isinstance(spec_value, bytes):
                 continue
             if spec_number == 1:

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import yaml
 from aiohttp import web
 
-from kyai.devcluster import _limits, _openapi, _rbac, _tables
+from kyai.devcluster import _limits, _openapi, _protobuf, _rbac, _tables
 from kyai.devcluster._errors import (
     FieldError,
     StatusError,
@@ -508,6 +508,13 @@ class ApiServer:
         media = _media_type(request.headers.get("Content-Type"))
         if not raw:
             return None
+        if "protobuf" in media:
+            try:
+                decoded = _protobuf.decode(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise bad_request(f"the request body could not be decoded: {exc}") from exc
+            if decoded is not None:
+                return decoded
         if "protobuf" in media or "cbor" in media:
             error = unsupported_media_type(media, [_JSON, "application/yaml"])
             error.message += (
