@@ -1,12 +1,17 @@
-"""The operator with only its own RBAC (config/rbac/role.yaml) as a service account.
+"""The operator as the chart's service account, with only the chart's RBAC.
 
-The devcluster authorizes service-account tokens from the stored roles and bindings, so a
-verb missing from the operator's ClusterRole shows up here as it would on a real cluster.
+The chart is installed with ``helm install --set replicas=0`` (config/rbac/role.yaml when
+helm is missing) and ``kyai operator`` runs as a process with the service account's token.
+The devcluster authorizes it from the stored roles and bindings, so a verb missing from the
+operator's ClusterRole shows up here as it would on a real cluster.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,20 +27,44 @@ from system.helpers import REPO, Kubectl, Operator
 from system.test_operator import phase_is, run, snapshot, workload
 
 SA_NAMESPACE = "kyai-system"
-SA_NAME = "kyai-operator"
+SA_NAME = "kyai-kyai-operator"  # the chart's fullname for release "kyai"
 SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"
+HELM = shutil.which("helm") or str(REPO / ".venv/bin/helm")
 
 
-def operator_role() -> dict[str, Any]:
-    role: dict[str, Any] = yaml.safe_load((REPO / "config/rbac/role.yaml").read_text())
-    role["metadata"]["name"] = "kyai-operator-test"
+def operator_role(kubectl: Kubectl) -> dict[str, Any]:
+    """The operator's ClusterRole as installed (the chart's, or config/rbac's)."""
+    role: dict[str, Any] = json.loads(
+        kubectl.run("get", "clusterrole", SA_NAME, "-o", "json").stdout
+    )
+    for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "annotations"):
+        role["metadata"].pop(key, None)
     return role
 
 
-@pytest.fixture(scope="module")
-def sa_kubeconfig(
-    cluster: DevClusterThread, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
+def install_rbac(kubectl: Kubectl) -> None:
+    if Path(HELM).exists():
+        subprocess.run(
+            [
+                HELM,
+                "install",
+                "kyai",
+                str(REPO / "charts/kyai-operator"),
+                "-n",
+                SA_NAMESPACE,
+                "--create-namespace",
+                "--set",
+                "replicas=0",
+                "--kubeconfig",
+                str(kubectl.kubeconfig),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        return
+    role: dict[str, Any] = yaml.safe_load((REPO / "config/rbac/role.yaml").read_text())
+    role["metadata"]["name"] = SA_NAME
     kubectl.apply(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SA_NAMESPACE}},
         {
@@ -43,19 +72,26 @@ def sa_kubeconfig(
             "kind": "ServiceAccount",
             "metadata": {"name": SA_NAME, "namespace": SA_NAMESPACE},
         },
-        operator_role(),
+        role,
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
-            "metadata": {"name": "kyai-operator-test"},
+            "metadata": {"name": SA_NAME},
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "ClusterRole",
-                "name": "kyai-operator-test",
+                "name": SA_NAME,
             },
             "subjects": [{"kind": "ServiceAccount", "name": SA_NAME, "namespace": SA_NAMESPACE}],
         },
     )
+
+
+@pytest.fixture(scope="module")
+def sa_kubeconfig(
+    cluster: DevClusterThread, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    install_rbac(kubectl)
     config = kubeconfig(cluster.url)
     config["users"][0]["user"]["token"] = issue(cluster.cluster.token_key, SA_NAMESPACE, SA_NAME)
     path = tmp_path_factory.mktemp("sa") / "kubeconfig"
@@ -102,7 +138,7 @@ def test_a_run_succeeds_with_only_the_operators_rbac(
 def test_a_verb_missing_from_the_cluster_role_is_reported_as_the_403(
     kubectl: Kubectl, sa_operator: Operator, double: LLMDouble, namespace: str
 ) -> None:
-    role = operator_role()
+    role = operator_role(kubectl)
     trimmed = copy.deepcopy(role)
     for rule in trimmed["rules"]:
         if rule.get("resources") == ["jobs"]:
