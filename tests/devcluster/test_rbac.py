@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -398,6 +399,16 @@ def test_kubectl_auth_can_i_as_a_service_account(
     assert (yes.returncode, yes.stdout.strip()) == (0, "yes"), yes.stderr
     no = kubectl("auth", "can-i", "delete", "jobs", "-n", "canitest", who, check=False)
     assert (no.returncode, no.stdout.strip()) == (1, "no"), no.stderr
+    whoami = kubectl("auth", "whoami", who, "-o", "json")
+    user_info = json.loads(whoami.stdout)["status"]["userInfo"]
+    assert user_info == {
+        "username": "system:serviceaccount:canitest:runner",
+        "groups": [
+            "system:serviceaccounts",
+            "system:serviceaccounts:canitest",
+            "system:authenticated",
+        ],
+    }
     listed = kubectl("auth", "can-i", "--list", "-n", "canitest", who)
     assert any(
         line.split()[:1] == ["jobs.batch"] and "[create get]" in line

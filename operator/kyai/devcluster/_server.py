@@ -172,6 +172,8 @@ class ApiServer:
         method = request.method
         if parts[:3] == ["apis", "authorization.k8s.io", "v1"] and len(parts) == 4:
             return await self._access_review(request, parts[3])
+        if parts == ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"]:
+            return self._who_am_i(request)
         is_resource = (parts[:1] == ["api"] and len(parts) > 2) or (
             parts[:1] == ["apis"] and len(parts) > 3
         )
@@ -399,6 +401,24 @@ class ApiServer:
             _rbac.check_owner_references(authorizer, user, rt, new, old)
 
         return admit
+
+    def _who_am_i(self, request: web.Request) -> web.Response:
+        """``SelfSubjectReview`` (``kubectl auth whoami``): who the request speaks for."""
+        if request.method != "POST":
+            raise method_not_allowed(f"{request.method} is not supported on selfsubjectreviews")
+        user = request[_USER]
+        info: Obj = {"username": user.name, "groups": list(user.groups)}
+        if user.uid:
+            info["uid"] = user.uid
+        if user.extra:
+            info["extra"] = {key: list(values) for key, values in user.extra.items()}
+        body = {
+            "kind": "SelfSubjectReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "status": {"userInfo": info},
+        }
+        return _json_response(body, status=201)
 
     async def _access_review(self, request: web.Request, plural: str) -> web.Response:
         """``SelfSubjectAccessReview``/``SubjectAccessReview``: what ``kubectl auth can-i`` asks."""
