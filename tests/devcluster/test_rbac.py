@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from devcluster.helpers import Api
-from kyai.devcluster import DevCluster, DevClusterThread
+from kyai.devcluster import DevCluster, DevClusterThread, _rbac
 from kyai.devcluster._tokens import ADMIN_TOKEN, issue, new_signing_key
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
@@ -538,3 +538,86 @@ async def test_self_subject_rules_review_and_kubectl_can_i_list(
     assert body["status"]["incomplete"] is False
     status, body = await api.post(path, {**review, "spec": {"namespace": "team-b"}}, headers=sa)
     assert all(rule.get("resources") != ["configmaps"] for rule in body["status"]["resourceRules"])
+
+
+@pytest.mark.parametrize(
+    ("rule", "request_", "allowed"),
+    [
+        (
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+            ("get", "", "pods", ""),
+            True,
+        ),
+        (
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+            ("get", "", "pods", "log"),
+            False,
+        ),
+        (
+            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+            ("get", "", "pods", "log"),
+            True,
+        ),
+        (
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+            ("patch", "batch", "jobs", "status"),
+            True,
+        ),
+        (
+            {"apiGroups": ["apps"], "resources": ["*/scale"], "verbs": ["update"]},
+            ("update", "apps", "deployments", "scale"),
+            True,
+        ),
+        (
+            {"apiGroups": ["apps"], "resources": ["*/scale"], "verbs": ["update"]},
+            ("update", "apps", "deployments", ""),
+            False,
+        ),
+        (
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+            ("get", "", "jobs", ""),
+            False,
+        ),
+        (
+            {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
+            ("create", "", "serviceaccounts", "token"),
+            True,
+        ),
+    ],
+)
+def test_rule_matching(
+    rule: dict[str, Any], request_: tuple[str, str, str, str], allowed: bool
+) -> None:
+    verb, group, resource, sub = request_
+    user = _rbac.service_account_user("ns", "sa")
+    attrs = _rbac.Attributes(
+        user, verb, group=group, resource=resource, subresource=sub, namespace="ns"
+    )
+    assert _rbac.rule_allows(attrs, rule) is allowed
+
+
+def test_non_resource_rules() -> None:
+    user = _rbac.service_account_user("ns", "sa")
+    metrics = _rbac.Attributes(user, "get", resource_request=False, path="/metrics")
+    assert _rbac.rule_allows(metrics, {"nonResourceURLs": ["/metrics"], "verbs": ["get"]})
+    assert _rbac.rule_allows(metrics, {"nonResourceURLs": ["/met*"], "verbs": ["*"]})
+    assert not _rbac.rule_allows(metrics, {"nonResourceURLs": ["/metrics"], "verbs": ["post"]})
+    assert _rbac.forbidden(metrics).status() == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'forbidden: User "system:serviceaccount:ns:sa" cannot get path "/metrics"',
+        "reason": "Forbidden",
+        "code": 403,
+    }
+
+
+async def test_unserved_paths_are_403_for_service_accounts(api: Api, sa: dict[str, str]) -> None:
+    status, body = await api.get("/metrics", headers=sa)
+    assert status == 403
+    assert body["message"] == f'forbidden: User "{SA_USER}" cannot get path "/metrics"'
+    assert (await api.get("/metrics"))[0] == 404
+    await cluster_role(api, "metrics", [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
+    await cluster_role_binding(api, "metrics", "metrics", [sa_subject()])
+    assert (await api.get("/metrics", headers=sa))[0] == 404
