@@ -621,3 +621,87 @@ async def test_unserved_paths_are_403_for_service_accounts(api: Api, sa: dict[st
     await cluster_role(api, "metrics", [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
     await cluster_role_binding(api, "metrics", "metrics", [sa_subject()])
     assert (await api.get("/metrics", headers=sa))[0] == 404
+
+
+SA_GROUPS = '["system:serviceaccounts" "system:serviceaccounts:team-a" "system:authenticated"]'
+
+
+async def test_roles_and_bindings_cannot_grant_what_their_author_lacks(
+    api: Api, sa: dict[str, str]
+) -> None:
+    rbac_rule = {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["roles", "rolebindings"],
+        "verbs": ["create"],
+    }
+    await role(api, "team-a", "rbac-writer", [rbac_rule])
+    await role_binding(api, "team-a", "worker-rbac", "Role", "rbac-writer", [sa_subject()])
+    wanted = {
+        "metadata": {"name": "readers"},
+        "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
+            {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
+        ],
+    }
+    path = f"{RBAC}/namespaces/team-a/roles"
+    status, body = await api.post(path, wanted, headers=sa)
+    assert status == 403
+    assert body["message"] == (
+        f'roles.rbac.authorization.k8s.io "readers" is forbidden: user "{SA_USER}" '
+        f"(groups={SA_GROUPS}) is attempting to grant RBAC permissions not currently held:\n"
+        '{APIGroups:[""], Resources:["configmaps"], Verbs:["get" "list"]}\n'
+        '{APIGroups:["batch"], Resources:["jobs/status"], Verbs:["get"]}'
+    )
+    # Holding the permissions (here: configmaps via a ClusterRole, jobs via */status) is enough.
+    await cluster_role(
+        api,
+        "holder",
+        [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]},
+            {"apiGroups": ["batch"], "resources": ["*/status"], "verbs": ["get"]},
+        ],
+    )
+    await role_binding(api, "team-a", "worker-holder", "ClusterRole", "holder", [sa_subject()])
+    assert (await api.post(path, wanted, headers=sa))[0] == 201
+    # A binding may only grant a role whose rules its author holds, unless it may bind it.
+    await cluster_role(
+        api, "secrets", [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    )
+    binding = {
+        "metadata": {"name": "give-secrets"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "secrets",
+        },
+        "subjects": [sa_subject("team-a", "other")],
+    }
+    status, body = await api.post(f"{RBAC}/namespaces/team-a/rolebindings", binding, headers=sa)
+    assert status == 403
+    assert body["message"].endswith(
+        'not currently held:\n{APIGroups:[""], Resources:["secrets"], Verbs:["get"]}'
+    )
+    bind = {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["clusterroles"],
+        "resourceNames": ["secrets"],
+        "verbs": ["bind"],
+    }
+    await role(api, "team-a", "binder", [bind])
+    await role_binding(api, "team-a", "worker-binder", "Role", "binder", [sa_subject()])
+    status, _ = await api.post(f"{RBAC}/namespaces/team-a/rolebindings", binding, headers=sa)
+    assert status == 201
+    # escalate lifts the check for roles.
+    wild = {
+        "metadata": {"name": "wild"},
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+    }
+    assert (await api.post(path, wild, headers=sa))[0] == 403
+    escalate = {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["roles"],
+        "verbs": ["escalate"],
+    }
+    await role(api, "team-a", "escalator", [escalate])
+    await role_binding(api, "team-a", "worker-escalator", "Role", "escalator", [sa_subject()])
+    assert (await api.post(path, wild, headers=sa))[0] == 201

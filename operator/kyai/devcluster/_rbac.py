@@ -562,3 +562,202 @@ def forbidden_admission(attrs: Attributes, detail: str) -> StatusError:
             403, "Forbidden", f"{qualified} {go_repr(attrs.name)} is forbidden: {detail}", details
         )
     return StatusError(403, "Forbidden", f"{qualified} is forbidden: {detail}", details)
+
+
+# -- privilege-escalation prevention (pkg/registry/rbac/validation) ----------------------------
+
+
+def _go_strings(values: Iterable[str]) -> str:
+    """Go's ``%q`` of a ``[]string``: ``["a" "b"]``."""
+    return "[" + " ".join(go_repr(value) for value in values) + "]"
+
+
+def _breakdown(rule: Obj) -> list[Obj]:
+    """``BreakdownRule``: one rule per group, resource, verb (and name)."""
+    verbs = [str(v) for v in rule.get("verbs") or []]
+    if rule.get("nonResourceURLs"):
+        return [
+            {"nonResourceURLs": [str(url)], "verbs": [verb]}
+            for url in rule["nonResourceURLs"]
+            for verb in verbs
+        ]
+    names = [str(n) for n in rule.get("resourceNames") or []]
+    broken: list[Obj] = []
+    for group in rule.get("apiGroups") or []:
+        for resource in rule.get("resources") or []:
+            for verb in verbs:
+                base: Obj = {
+                    "apiGroups": [str(group)],
+                    "resources": [str(resource)],
+                    "verbs": [verb],
+                }
+                if names:
+                    broken.extend({**base, "resourceNames": [name]} for name in names)
+                else:
+                    broken.append(base)
+    return broken
+
+
+def _has_all(owner: list[Any], wanted: list[Any]) -> bool:
+    return all(item in owner for item in wanted)
+
+
+def _resources_cover(owner: list[Any], wanted: list[Any]) -> bool:
+    if "*" in owner or _has_all(owner, wanted):
+        return True
+    for path in wanted:
+        if path in owner:
+            continue
+        if "/" not in path or f"*/{path.split('/', 1)[1]}" not in owner:
+            return False
+    return True
+
+
+def _urls_cover(owner: list[Any], wanted: list[Any]) -> bool:
+    for url in wanted:
+        if not any(
+            have == "*" or have == url or (have.endswith("*") and url.startswith(have[:-1]))
+            for have in owner
+        ):
+            return False
+    return True
+
+
+def _rule_covers(owner: Obj, sub: Obj) -> bool:
+    """``ruleCovers``: whether ``owner`` grants everything ``sub`` does."""
+    owner_verbs = owner.get("verbs") or []
+    owner_groups = owner.get("apiGroups") or []
+    owner_names = owner.get("resourceNames") or []
+    sub_names = sub.get("resourceNames") or []
+    names_ok = not owner_names or (bool(sub_names) and _has_all(owner_names, sub_names))
+    return (
+        ("*" in owner_verbs or _has_all(owner_verbs, sub.get("verbs") or []))
+        and ("*" in owner_groups or _has_all(owner_groups, sub.get("apiGroups") or []))
+        and _resources_cover(owner.get("resources") or [], sub.get("resources") or [])
+        and _urls_cover(owner.get("nonResourceURLs") or [], sub.get("nonResourceURLs") or [])
+        and names_ok
+    )
+
+
+def _compact_string(rule: Obj) -> str:
+    parts = []
+    for key, label in (
+        ("apiGroups", "APIGroups"),
+        ("resources", "Resources"),
+        ("nonResourceURLs", "NonResourceURLs"),
+        ("resourceNames", "ResourceNames"),
+        ("verbs", "Verbs"),
+    ):
+        if rule.get(key):
+            parts.append(f"{label}:{_go_strings(rule[key])}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _rules_to_string(rules: list[Obj]) -> str:
+    """``rulesToString``: compacted (verbs merged per group/resource/name), sorted, one a line."""
+    merged: dict[tuple[str, str, str], Obj] = {}
+    others: list[Obj] = []
+    for rule in rules:
+        if rule.get("nonResourceURLs"):
+            others.append(rule)
+            continue
+        names = rule.get("resourceNames") or []
+        key = (rule["apiGroups"][0], rule["resources"][0], names[0] if names else "\0")
+        if key in merged:
+            merged[key]["verbs"].extend(v for v in rule["verbs"] if v not in merged[key]["verbs"])
+        else:
+            merged[key] = {**rule, "verbs": list(rule["verbs"])}
+    compacted = [*merged.values(), *others]
+    return "\n".join(sorted(_compact_string(rule) for rule in compacted))
+
+
+def _bootstrap_rules(user: UserInfo) -> list[Obj]:
+    if ALL_AUTHENTICATED not in user.groups:
+        return []
+    return [
+        {
+            "verbs": ["create"],
+            "apiGroups": ["authorization.k8s.io"],
+            "resources": sorted(_SELF_REVIEWS - {"selfsubjectreviews"}),
+        },
+        {
+            "verbs": ["create"],
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["selfsubjectreviews"],
+        },
+        {"verbs": ["get"], "nonResourceURLs": list(_PUBLIC_PATHS)},
+    ]
+
+
+_GC_FIELDS = ("ownerReferences", "finalizers", "resourceVersion", "managedFields")
+
+
+def _only_gc_fields_change(new: Obj, old: Obj) -> bool:
+    def strip(obj: Obj) -> Obj:
+        metadata = {k: v for k, v in meta(obj).items() if k not in _GC_FIELDS}
+        return {**obj, "metadata": metadata}
+
+    return strip(new) == strip(old)
+
+
+def check_escalation(
+    authorizer: Authorizer, user: UserInfo, rt: ResourceType, new: Obj, old: Obj | None
+) -> None:
+    """Refuse a Role/ClusterRole/binding that grants what its author does not hold.
+
+    As ``ConfirmNoEscalation`` does: the ``escalate`` verb on the role (or ``bind`` on a
+    binding's role) lifts the check, and an update that only touches owner references or
+    finalizers is not checked.
+    """
+    if user.is_admin or rt.group != RBAC_GROUP:
+        return
+    if old is not None and _only_gc_fields_change(new, old):
+        return
+    namespace = str(meta(new).get("namespace") or "")
+    name = str(meta(new).get("name") or "")
+    if rt.plural in ("roles", "clusterroles"):
+        lift = Attributes(
+            user, "escalate", group=RBAC_GROUP, resource=rt.plural, namespace=namespace, name=name
+        )
+        if authorizer.authorize(lift)[0]:
+            return
+        granted = [rule for rule in new.get("rules") or [] if isinstance(rule, dict)]
+    elif rt.plural in ("rolebindings", "clusterrolebindings"):
+        ref = new.get("roleRef") or {}
+        ref_plural = "clusterroles" if ref.get("kind") == "ClusterRole" else "roles"
+        lift = Attributes(
+            user,
+            "bind",
+            group=RBAC_GROUP,
+            resource=ref_plural,
+            namespace=namespace,  # the binding's: bind on a ClusterRole may be namespaced
+            name=str(ref.get("name") or ""),
+        )
+        if authorizer.authorize(lift)[0]:
+            return
+        errors: list[str] = []
+        granted = authorizer._role_rules(ref, namespace, errors)
+        if errors:
+            raise StatusError(
+                404,
+                "NotFound",
+                errors[0],
+                {"kind": ref_plural[:-1], "group": RBAC_GROUP, "name": str(ref.get("name") or "")},
+            )
+    else:
+        return
+    held = [*authorizer.rules_for(user, namespace), *_bootstrap_rules(user)]
+    missing = [
+        sub
+        for rule in granted
+        for sub in _breakdown(rule)
+        if not any(_rule_covers(owner, sub) for owner in held)
+    ]
+    if missing:
+        detail = (
+            f"user {go_repr(user.name)} (groups={_go_strings(user.groups)}) is attempting to "
+            f"grant RBAC permissions not currently held:\n{_rules_to_string(missing)}"
+        )
+        raise forbidden_admission(
+            Attributes(user, "create", group=RBAC_GROUP, resource=rt.plural, name=name), detail
+        )

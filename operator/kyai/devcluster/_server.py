@@ -393,12 +393,15 @@ class ApiServer:
     def _admission(self, request: web.Request) -> Admission | None:
         """The admission checks of a write by the request's user (None: nothing to check)."""
         user = request[_USER]
-        if user.is_admin or not self.enforce_owner_references:
+        if user.is_admin:
             return None
         authorizer = self.authorizer
+        owner_references = self.enforce_owner_references
 
         def admit(rt: ResourceType, new: Obj, old: Obj | None) -> None:
-            _rbac.check_owner_references(authorizer, user, rt, new, old)
+            _rbac.check_escalation(authorizer, user, rt, new, old)
+            if owner_references:
+                _rbac.check_owner_references(authorizer, user, rt, new, old)
 
         return admit
 
