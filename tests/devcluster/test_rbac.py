@@ -705,3 +705,17 @@ async def test_roles_and_bindings_cannot_grant_what_their_author_lacks(
     await role(api, "team-a", "escalator", [escalate])
     await role_binding(api, "team-a", "worker-escalator", "Role", "escalator", [sa_subject()])
     assert (await api.post(path, wild, headers=sa))[0] == 201
+
+
+async def test_a_bindings_role_ref_cannot_change(api: Api, sa: dict[str, str]) -> None:
+    await cluster_role(api, "one", [])
+    await role_binding(api, "team-a", "b", "ClusterRole", "one", [sa_subject()])
+    path = f"{RBAC}/namespaces/team-a/rolebindings/b"
+    status, body = await api.patch(path, {"roleRef": {"name": "two"}})
+    assert status == 422
+    assert body["message"] == (
+        'RoleBinding.rbac.authorization.k8s.io "b" is invalid: roleRef: Invalid value: '
+        'rbac.RoleRef{APIGroup:"rbac.authorization.k8s.io", Kind:"ClusterRole", Name:"two"}: '
+        "cannot change roleRef"
+    )
+    assert (await api.patch(path, {"subjects": []}))[0] == 200

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kyai.devcluster import _protobuf, _tokens
-from kyai.devcluster._errors import StatusError, go_repr
+from kyai.devcluster._errors import FieldError, StatusError, go_repr
 from kyai.devcluster._resources import ResourceType
 from kyai.devcluster._store import Store, meta
 
@@ -761,3 +761,19 @@ def check_escalation(
         raise forbidden_admission(
             Attributes(user, "create", group=RBAC_GROUP, resource=rt.plural, name=name), detail
         )
+
+
+def validate_binding_update(kind: str, obj: Obj, old: Obj | None) -> list[FieldError]:
+    """``ValidateRoleBindingUpdate``: a binding's ``roleRef`` never changes."""
+    if old is None or kind not in ("RoleBinding", "ClusterRoleBinding"):
+        return []
+    ref = obj.get("roleRef") or {}
+    if ref == (old.get("roleRef") or {}):
+        return []
+    shown = (
+        f"rbac.RoleRef{{APIGroup:{go_repr(str(ref.get('apiGroup') or ''))}, "
+        f"Kind:{go_repr(str(ref.get('kind') or ''))}, Name:{go_repr(str(ref.get('name') or ''))}}}"
+    )
+    return [
+        FieldError("roleRef", "FieldValueInvalid", f"Invalid value: {shown}: cannot change roleRef")
+    ]

@@ -373,6 +373,11 @@ class Store:
         else:
             errors = _builtins.prepare_builtin(rt, obj, old)
             errors.extend(_limits.validate_sizes(rt.kind, obj))
+            if old is not None and rt.group == "rbac.authorization.k8s.io":
+                # Imported here: _rbac imports this module.
+                from kyai.devcluster._rbac import validate_binding_update
+
+                errors.extend(validate_binding_update(rt.kind, obj, old))
         if errors:
             raise invalid(rt.kind, rt.group, name, errors)
         return warnings
