@@ -29,8 +29,11 @@ them, unlike the real server, which compiles every rule when the CRD is written.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +43,7 @@ import celpy.evaluation
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 
-from kyai.devcluster._errors import FieldError, go_repr
+from kyai.devcluster._errors import FieldError
 from kyai.devcluster._resources import ResourceType
 
 Obj = dict[str, Any]
@@ -116,6 +119,38 @@ K8S_FUNCTIONS: dict[str, Any] = {
 }
 
 
+#: ``self.a.b`` / ``oldSelf.a`` member chains (method names excluded): what a rule can read.
+_CHAIN = re.compile(r"\b(self|oldSelf)((?:\.[A-Za-z_]\w*+(?!\s*\())*)")
+#: Outcomes kept (keyed by a digest of what the rule reads).
+_CACHE_SIZE = 4096
+
+
+_HAS = re.compile(r"\bhas\(\s*(self|oldSelf)((?:\.[A-Za-z_]\w*+)+)\s*\)")
+Reads = tuple[tuple[str, tuple[str, ...], bool], ...]
+
+
+def _reads(*texts: str) -> Reads:
+    """The member chains on ``self``/``oldSelf`` in CEL source: ``(variable, names, presence)``.
+
+    Everything a rule evaluates descends from one of them, so their values decide its
+    outcome; a chain used only as ``has(chain)`` needs only its presence. String literals
+    that look like chains only add to the set (still sound).
+    """
+    counts: dict[tuple[str, tuple[str, ...]], int] = {}
+    tested: dict[tuple[str, tuple[str, ...]], int] = {}
+    for text in texts:
+        for match in _CHAIN.finditer(text):
+            chain = (match.group(1), tuple(p for p in match.group(2).split(".") if p))
+            counts[chain] = counts.get(chain, 0) + 1
+        for match in _HAS.finditer(text):
+            chain = (match.group(1), tuple(p for p in match.group(2).split(".") if p))
+            tested[chain] = tested.get(chain, 0) + 1
+    return tuple(
+        (variable, names, tested.get((variable, names), 0) >= count)
+        for (variable, names), count in sorted(counts.items())
+    )
+
+
 @dataclass
 class _Compiled:
     program: Any | None
@@ -170,6 +205,8 @@ class CelValidator:
         self._skipped: set[str] = set()
         #: Whether a schema has any rule, by identity (the schema is kept alive with it).
         self._has_rules: dict[int, tuple[Obj, bool]] = {}
+        self._outcomes: OrderedDict[str, tuple[str, str] | None] = OrderedDict()
+        self._reads: dict[tuple[str, str], Reads] = {}
 
     def _skip(self, text: str, problem: str) -> None:
         if text not in self._skipped:
@@ -277,47 +314,85 @@ class CelValidator:
             self._skip(text, "optionalOldSelf is not supported")
             return
         compiled = self._compile(text)
-        if compiled.program is None:
+        if compiled.program is None or (compiled.transition and old is _MISSING):
             return
+        outcome = self._outcome(rule, compiled, value, old)
+        if outcome is None:
+            return
+        kind, message = outcome
+        field = _path_text(_relative_path(path, str(rule.get("fieldPath") or "")))
+        node_type = str(schema.get("type") or "")
+        reason = rule.get("reason") if kind == "fail" else None
+        if reason == "FieldValueForbidden":
+            errors.append(FieldError.forbidden(field, message))
+        elif reason == "FieldValueRequired":
+            errors.append(FieldError.required(field, message))
+        elif reason == "FieldValueDuplicate":
+            errors.append(FieldError.duplicate(field, node_type))
+        else:
+            errors.append(FieldError.invalid(field, node_type, message))
+
+    def _cache_key(self, rule: Obj, value: Any, old: Any) -> str:
+        """A digest of everything the rule (and its message expression) can read."""
+        digest = hashlib.sha256()
+        digest.update(json.dumps([rule.get("rule"), rule.get("messageExpression")]).encode())
+        expression = str(rule.get("messageExpression") or "")
+        reads = self._reads.get((str(rule["rule"]), expression))
+        if reads is None:
+            reads = _reads(str(rule["rule"]), expression)
+            self._reads[(str(rule["rule"]), expression)] = reads
+        for variable, names, presence in reads:
+            found = value if variable == "self" else old
+            where = ""
+            for depth, name in enumerate(names):
+                if not isinstance(found, dict) or name not in found:
+                    where = f"{depth}:{type(found).__name__}"
+                    found = _MISSING
+                    break
+                found = found[name]
+            if found is _MISSING:
+                shown = f"\0missing@{where}"
+            elif presence:
+                shown = "\0present"
+            else:
+                shown = json.dumps(found, sort_keys=True)
+            digest.update(f"\0{variable}.{'.'.join(names)}=".encode() + shown.encode())
+        return digest.hexdigest()
+
+    def _outcome(
+        self, rule: Obj, compiled: _Compiled, value: Any, old: Any
+    ) -> tuple[str, str] | None:
+        """None when the rule holds, else ``(kind, message)``; cached on what it reads."""
+        key = self._cache_key(rule, value, old)
+        if key in self._outcomes:
+            self._outcomes.move_to_end(key)
+            return self._outcomes[key]
+        text = str(rule["rule"])
         activation: Obj = {"self": json_to_cel(value)}
         if compiled.transition:
-            if old is _MISSING:
-                return
             activation["oldSelf"] = json_to_cel(old)
         result, error = self._evaluate(text, activation)
+        outcome: tuple[str, str] | None
         if error == "skip":
-            return
-        where = _relative_path(path, str(rule.get("fieldPath") or ""))
-        field = _path_text(where)
-        node_type = str(schema.get("type") or "")
+            return None
         if error:
-            detail = f"{error} evaluating rule: {_rule_text(rule)}"
-            errors.append(FieldError.invalid(field, node_type, detail))
-            return
-        if result is True or (isinstance(result, celtypes.BoolType) and bool(result)):
-            return
-        if not isinstance(result, bool | celtypes.BoolType):
-            detail = f"rule did not evaluate to a bool: {_rule_text(rule)}"
-            errors.append(FieldError.invalid(field, node_type, detail))
-            return
-        errors.append(self._failure(rule, field, node_type, activation))
+            outcome = ("error", f"{error} evaluating rule: {_rule_text(rule)}")
+        elif result is True or (isinstance(result, celtypes.BoolType) and bool(result)):
+            outcome = None
+        elif not isinstance(result, bool | celtypes.BoolType):
+            outcome = ("error", f"rule did not evaluate to a bool: {_rule_text(rule)}")
+        else:
+            outcome = ("fail", self._failure_message(rule, activation))
+        self._outcomes[key] = outcome
+        if len(self._outcomes) > _CACHE_SIZE:
+            self._outcomes.popitem(last=False)
+        return outcome
 
-    def _failure(self, rule: Obj, field: str, node_type: str, activation: Obj) -> FieldError:
+    def _failure_message(self, rule: Obj, activation: Obj) -> str:
         message = str(rule.get("message") or "").strip()
         expression = str(rule.get("messageExpression") or "")
         if expression:
             result, error = self._evaluate(expression, activation)
             if not error and isinstance(result, str) and result.strip():
                 message = result.strip()
-        if not message:
-            message = f"failed rule: {str(rule['rule']).strip()}"
-        reason = rule.get("reason")
-        if reason == "FieldValueForbidden":
-            return FieldError.forbidden(field, message)
-        if reason == "FieldValueRequired":
-            return FieldError.required(field, message)
-        if reason == "FieldValueDuplicate":
-            return FieldError(
-                field, "FieldValueDuplicate", f"Duplicate value: {go_repr(node_type)}"
-            )
-        return FieldError.invalid(field, node_type, message)
+        return message or f"failed rule: {str(rule['rule']).strip()}"
