@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from devcluster.helpers import WIDGET_CRD, Api, widget
+from kyai.devcluster._cel import _reads
 
 CRDS = Path(__file__).resolve().parents[2] / "crds"
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
@@ -218,3 +219,29 @@ async def test_workload_and_engine_args_rules(kyai: Api) -> None:
     assert (await kyai.post(f"{KYAI}/engineargssets", kyai_object("EngineArgsSet", "e", spec)))[
         0
     ] == 201
+
+
+def test_what_a_rule_reads() -> None:
+    rule = (
+        "!has(oldSelf.status) || !has(oldSelf.status.phase) || "
+        "oldSelf.status.phase == 'Pending' || self.spec == oldSelf.spec"
+    )
+    assert _reads(rule) == (
+        ("oldSelf", ("spec",), False),
+        ("oldSelf", ("status",), True),
+        ("oldSelf", ("status", "phase"), False),
+        ("self", ("spec",), False),
+    )
+    # Method calls end a chain; a bare self is the whole value.
+    assert _reads("self.tags.all(t, t.startsWith('a')) && self.size() > 0") == (
+        ("self", (), False),
+        ("self", ("tags",), False),
+    )
+    assert _reads("has(self.a) && self.a > 1") == (("self", ("a",), False),)
+
+
+async def test_cached_outcomes_follow_the_values_they_read(ruled: Api) -> None:
+    assert (await ruled.post(WIDGETS, widget("w", size=5)))[0] == 201
+    for size, expected in ((4, 422), (5, 200), (4, 422), (6, 200), (5, 422)):
+        status, _ = await ruled.patch(f"{WIDGETS}/w", {"spec": {"size": size}})
+        assert status == expected, size
