@@ -154,7 +154,8 @@ def impersonated(
             raise StatusError(
                 500,
                 "InternalError",
-                "Internal error occurred: requested [...] without impersonating a user",
+                "Internal error occurred: requested impersonation of groups, a uid or extras "
+                "without impersonating a user",
             )
         return requester
     checks: list[Attributes] = []
