@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import ipaddress
 import json
 from typing import Any
 
@@ -216,3 +217,20 @@ async def test_label_keys_and_values(api: Api) -> None:
         "or 'my_value',  or '12345', regex used for validation is "
         "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
     )
+
+
+async def test_services_get_a_stable_cluster_ip(api: Api) -> None:
+    path = "/api/v1/namespaces/default/services"
+    svc = await api.ok(
+        "POST", path, {"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}
+    )
+    ip = svc["spec"]["clusterIP"]
+    assert ipaddress.IPv4Address(ip) in ipaddress.IPv4Network("10.96.0.0/12")
+    assert svc["spec"]["clusterIPs"] == [ip]
+    replaced = {"metadata": {"name": "web"}, "spec": {"ports": [{"port": 81}]}}
+    assert (await api.ok("PUT", f"{path}/web", replaced))["spec"]["clusterIP"] == ip
+    headless = {
+        "metadata": {"name": "headless"},
+        "spec": {"clusterIP": "None", "ports": [{"port": 80}]},
+    }
+    assert (await api.ok("POST", path, headless))["spec"]["clusterIP"] == "None"

@@ -96,7 +96,7 @@ def test_helm_install_list_and_uninstall(
         return result
 
     chart = str(REPO / "charts/kyai-operator")
-    helm("install", "kyai", chart, "-n", "helm-test", "--create-namespace")
+    helm("install", "kyai", chart, "-n", "helm-test", "--create-namespace", "--wait")
     assert "deployed" in helm("list", "-n", "helm-test").stdout
     releases = kubectl("get", "secrets", "-n", "helm-test", "-l", "owner=helm", "-o", "name")
     assert releases.stdout.strip() == "secret/sh.helm.release.v1.kyai.v1"

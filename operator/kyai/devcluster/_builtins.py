@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import ipaddress
 import re
 from typing import Any
 
@@ -246,9 +248,34 @@ def _service(obj: Obj, old: Obj | None) -> list[FieldError]:
             continue
         port.setdefault("protocol", "TCP")
         port.setdefault("targetPort", port["port"])
+    if spec.get("type") != "ExternalName":
+        _cluster_ip(obj, old)
     if old is None:
         obj["status"] = {"loadBalancer": {}}
     return errors
+
+
+def _cluster_ip(obj: Obj, old: Obj | None) -> None:
+    """Give a Service a cluster IP (10.96.0.0/12, stable per name) and keep it on updates.
+
+    Nothing routes to it: processes reach servers by loopback URLs. It is there because
+    clients check it (``helm install --wait`` waits for Services to have one).
+    """
+    spec = obj["spec"]
+    previous = ((old or {}).get("spec") or {}).get("clusterIP")
+    if not spec.get("clusterIP"):
+        if previous:
+            spec["clusterIP"] = previous
+        else:
+            metadata = obj.get("metadata") or {}
+            key = f"{metadata.get('namespace')}/{metadata.get('name')}".encode()
+            offset = int.from_bytes(hashlib.sha256(key).digest()[:4], "big") % (2**20 - 2) + 1
+            spec["clusterIP"] = str(ipaddress.IPv4Address("10.96.0.0") + offset)
+    if spec["clusterIP"] != "None":
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+    spec.setdefault("internalTrafficPolicy", "Cluster")
 
 
 def _pod(obj: Obj, old: Obj | None) -> list[FieldError]:
