@@ -276,12 +276,29 @@ def test_invalid_objects_are_rejected_naming_the_field(
 def test_semantic_errors_become_conditions(
     kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
 ) -> None:
+    # The CRD's CEL rule refuses owned flags in spec.args at admission (as a real API server
+    # does); the operator's own check still catches them in extraArgs.
+    refused = kubectl.apply(
+        {
+            "apiVersion": "kyai.io/v1alpha1",
+            "kind": "EngineArgsSet",
+            "metadata": {"name": "owns-port-args", "namespace": namespace},
+            "spec": {"framework": "vllm", "args": {"port": 9000}},
+        },
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert 'spec: Invalid value: "object": args may not set host, port' in refused.stderr
     kubectl.apply(
         {
             "apiVersion": "kyai.io/v1alpha1",
             "kind": "EngineArgsSet",
             "metadata": {"name": "owns-port", "namespace": namespace},
-            "spec": {"framework": "vllm", "args": {"port": 9000, "tensor-parallel-size": 2}},
+            "spec": {
+                "framework": "vllm",
+                "args": {"tensor-parallel-size": 2},
+                "extraArgs": ["--port=9000"],
+            },
         },
         {
             "apiVersion": "kyai.io/v1alpha1",

@@ -8,78 +8,29 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import ipaddress
 import re
 from typing import Any
 
+from kyai.devcluster import _limits
 from kyai.devcluster._errors import FieldError, go_repr
 from kyai.devcluster._resources import ResourceType
 from kyai.devcluster._selectors import selector_from_object
 
 Obj = dict[str, Any]
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-
-DNS_LABEL_KINDS = {"Namespace", "Service"}
 
 #: The one node of the devcluster; every pod is scheduled onto it.
 NODE_NAME = "devcluster"
 
-_DNS_LABEL_MESSAGE = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-    "and must start and end with an alphanumeric character (e.g. 'my-name', or '123-abc', "
-    "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-)
-_DNS_SUBDOMAIN_MESSAGE = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-    "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
-    "regex used for validation is "
-    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
 _CONFIG_KEY_MESSAGE = "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
 
 
 def validate_name(kind: str, name: str) -> list[FieldError]:
-    """Validate ``metadata.name`` as a DNS-1123 subdomain (or label, for some kinds)."""
-    if kind in DNS_LABEL_KINDS:
-        if len(name) > 63 or not _DNS_LABEL.match(name):
-            return [
-                FieldError.invalid(
-                    "metadata.name",
-                    name,
-                    _DNS_LABEL_MESSAGE,
-                )
-            ]
-        return []
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-        return [
-            FieldError.invalid(
-                "metadata.name",
-                name,
-                _DNS_SUBDOMAIN_MESSAGE,
-            )
-        ]
-    return []
-
-
-def _validate_qualified_key(key: str, path: str) -> list[FieldError]:
-    prefix, _, name = key.rpartition("/")
-    errors: list[FieldError] = []
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
-        errors.append(
-            FieldError.invalid(
-                path,
-                key,
-                "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
-                "start and end with an alphanumeric character",
-            )
-        )
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        errors.append(FieldError.invalid(path, key, "prefix part must be a DNS-1123 subdomain"))
-    return errors
+    """Validate ``metadata.name`` as the kind requires (see :mod:`._limits`)."""
+    return _limits.validate_name(kind, name)
 
 
 def validate_metadata(obj: Obj) -> list[FieldError]:
@@ -89,26 +40,16 @@ def validate_metadata(obj: Obj) -> list[FieldError]:
     labels = metadata.get("labels") or {}
     if not isinstance(labels, dict):
         return [FieldError.invalid("metadata.labels", labels, "must be a map of strings")]
-    for key, value in labels.items():
-        errors.extend(_validate_qualified_key(key, "metadata.labels"))
-        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
-            errors.append(
-                FieldError.invalid(
-                    "metadata.labels",
-                    value,
-                    "a valid label must be an empty string or consist of alphanumeric characters, "
-                    "'-', '_' or '.', and must start and end with an alphanumeric character",
-                )
-            )
+    errors.extend(_limits.validate_labels(labels, "metadata.labels"))
     annotations = metadata.get("annotations") or {}
     if not isinstance(annotations, dict):
         return [*errors, FieldError.invalid("metadata.annotations", annotations, "must be a map")]
     for key, value in annotations.items():
-        errors.extend(_validate_qualified_key(key, "metadata.annotations"))
         if not isinstance(value, str):
             errors.append(
                 FieldError.invalid(f"metadata.annotations[{key}]", value, "must be a string")
             )
+    errors.extend(_limits.validate_annotations(annotations))
     for index, ref in enumerate(metadata.get("ownerReferences") or []):
         for key in ("apiVersion", "kind", "name", "uid"):
             if not isinstance(ref, dict) or not ref.get(key):
@@ -307,9 +248,34 @@ def _service(obj: Obj, old: Obj | None) -> list[FieldError]:
             continue
         port.setdefault("protocol", "TCP")
         port.setdefault("targetPort", port["port"])
+    if spec.get("type") != "ExternalName":
+        _cluster_ip(obj, old)
     if old is None:
         obj["status"] = {"loadBalancer": {}}
     return errors
+
+
+def _cluster_ip(obj: Obj, old: Obj | None) -> None:
+    """Give a Service a cluster IP (10.96.0.0/12, stable per name) and keep it on updates.
+
+    Nothing routes to it: processes reach servers by loopback URLs. It is there because
+    clients check it (``helm install --wait`` waits for Services to have one).
+    """
+    spec = obj["spec"]
+    previous = ((old or {}).get("spec") or {}).get("clusterIP")
+    if not spec.get("clusterIP"):
+        if previous:
+            spec["clusterIP"] = previous
+        else:
+            metadata = obj.get("metadata") or {}
+            key = f"{metadata.get('namespace')}/{metadata.get('name')}".encode()
+            offset = int.from_bytes(hashlib.sha256(key).digest()[:4], "big") % (2**20 - 2) + 1
+            spec["clusterIP"] = str(ipaddress.IPv4Address("10.96.0.0") + offset)
+    if spec["clusterIP"] != "None":
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+    spec.setdefault("internalTrafficPolicy", "Cluster")
 
 
 def _pod(obj: Obj, old: Obj | None) -> list[FieldError]:

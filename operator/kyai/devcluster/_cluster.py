@@ -30,7 +30,7 @@ from kyai.devcluster._controllers import (
 from kyai.devcluster._kubelet import DEFAULT_ENTRYPOINT, DEFAULT_LOCAL_IMAGES, Kubelet
 from kyai.devcluster._server import KUBERNETES_VERSION, ApiServer
 from kyai.devcluster._store import NAMESPACES, Store, now_rfc3339
-from kyai.devcluster._tokens import ADMIN_TOKEN
+from kyai.devcluster._tokens import ADMIN_TOKEN, new_signing_key
 
 Obj = dict[str, Any]
 
@@ -99,7 +99,11 @@ class DevCluster:
         self.local_images = tuple(local_images)
         self.entrypoint = tuple(entrypoint)
         self.store = Store(history_limit=history_limit)
-        self.server = ApiServer(self.store, bookmark_interval=bookmark_interval)
+        #: Signs the service-account tokens pods get; the API server checks them.
+        self.token_key = new_signing_key()
+        self.server = ApiServer(
+            self.store, bookmark_interval=bookmark_interval, token_key=self.token_key
+        )
         self._job_backoff_seconds = job_backoff_seconds
         self._access_log = access_log
         self._runner: web.AppRunner | None = None

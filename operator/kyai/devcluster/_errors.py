@@ -100,6 +100,8 @@ class StatusError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del body["reason"]  # StatusReasonUnknown is omitted, as in the real body
         if self.details:
             body["details"] = self.details
         return body

@@ -13,10 +13,12 @@ from typing import Any, Protocol
 import yaml
 from aiohttp import web
 
-from kyai.devcluster import _openapi, _tables
+from kyai.devcluster import _limits, _openapi, _protobuf, _rbac, _tables
 from kyai.devcluster._errors import (
+    FieldError,
     StatusError,
     bad_request,
+    invalid,
     method_not_allowed,
     not_found,
     unsupported_media_type,
@@ -36,7 +38,7 @@ from kyai.devcluster._selectors import (
     parse_label_selector,
     selector_to_string,
 )
-from kyai.devcluster._store import Store, meta
+from kyai.devcluster._store import Admission, Store, meta
 
 Obj = dict[str, Any]
 logger = logging.getLogger("kyai.devcluster")
@@ -47,6 +49,7 @@ _YAML_TYPES = {"application/yaml", "application/x-yaml", "text/yaml", APPLY_PATC
 _PATCH_TYPES = {JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH}
 _RETURNS_DELETED_OBJECT = {("", "pods"), ("", "services")}
 _INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+_USER = web.RequestKey("kyai_user", _rbac.UserInfo)
 
 
 class LogSource(Protocol):
@@ -108,16 +111,25 @@ class ApiServer:
         *,
         logs: LogSource | None = None,
         bookmark_interval: float = 5.0,
+        token_key: bytes | None = None,
+        anonymous_admin: bool = True,
     ) -> None:
         self.store = store
         self.logs = logs
         self.bookmark_interval = bookmark_interval
+        #: The key service-account tokens are signed with (None: only the admin token).
+        self.token_key = token_key
+        #: Whether a request without credentials is the admin (else ``system:anonymous``).
+        self.anonymous_admin = anonymous_admin
+        #: Run the OwnerReferencesPermissionEnforcement admission plugin (as OpenShift does).
+        self.enforce_owner_references = False
+        self.authorizer = _rbac.Authorizer(store)
         self.address = ""
         self._stopping = asyncio.Event()
 
     def application(self) -> web.Application:
         """The aiohttp application (one catch-all route)."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=_limits.MAX_REQUEST_BODY_BYTES + 1)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         return app
 
@@ -139,9 +151,34 @@ class ApiServer:
             logger.exception("internal error serving %s %s", request.method, request.path_qs)
             return _error_response(StatusError(500, "InternalError", f"internal error: {exc}"))
 
+    def _user(self, request: web.Request) -> _rbac.UserInfo:
+        user = _rbac.authenticate(
+            request.headers, self.token_key, anonymous_admin=self.anonymous_admin
+        )
+        return _rbac.impersonated(request.headers, user, self.authorizer)
+
+    def _check_path(self, request: web.Request) -> None:
+        """Authorize a non-resource request (discovery, version, OpenAPI, health)."""
+        user: _rbac.UserInfo = request[_USER]
+        verb = {"GET": "get", "HEAD": "head", "POST": "post", "PUT": "put"}.get(
+            request.method, request.method.lower()
+        )
+        attrs = _rbac.Attributes(user, verb, resource_request=False, path=request.path)
+        self.authorizer.check(attrs)
+
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        request[_USER] = self._user(request)
         parts = [part for part in request.path.split("/") if part]
         method = request.method
+        if parts[:3] == ["apis", "authorization.k8s.io", "v1"] and len(parts) == 4:
+            return await self._access_review(request, parts[3])
+        if parts == ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"]:
+            return self._who_am_i(request)
+        is_resource = (parts[:1] == ["api"] and len(parts) > 2) or (
+            parts[:1] == ["apis"] and len(parts) > 3
+        )
+        if not is_resource:
+            self._check_path(request)
         if not parts:
             paths = ["/api", "/api/v1", "/apis", "/openapi/v2", "/openapi/v3", "/version"]
             return _json_response({"paths": paths})
@@ -192,6 +229,10 @@ class ApiServer:
                     }
                 )
             group = parts[1]
+            if len(parts) > 3 and (group not in groups or parts[2] not in groups[group]):
+                if not request[_USER].is_admin:
+                    self._authorize_path(request, group, parts[2], parts[3:])
+                raise _no_resource()
             if group not in groups:
                 raise _no_resource()
             if len(parts) == 2:
@@ -291,16 +332,212 @@ class ApiServer:
             raise _no_resource()
         return rt, namespace, name, sub
 
+    def _authorize_path(
+        self, request: web.Request, group: str, version: str, rest: list[str]
+    ) -> None:
+        """Authorize a resource path that does not route (RequestInfo from the path alone)."""
+        namespace: str | None = None
+        if rest[:1] == ["namespaces"] and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        self._authorize(request, group, version, rest[0], namespace, name, sub)
+
+    def _authorize(
+        self,
+        request: web.Request,
+        group: str,
+        version: str,
+        plural: str,
+        namespace: str | None,
+        name: str | None,
+        sub: str | None,
+    ) -> None:
+        """Refuse (403) what the request's user may not do, as RBAC decides it."""
+        user: _rbac.UserInfo = request[_USER]
+        if user.is_admin:
+            return
+        method = request.method
+        query = request.query
+        if name is None:
+            verb = {
+                "GET": "watch" if _truthy(query.get("watch")) else "list",
+                "POST": "create",
+                "DELETE": "deletecollection",
+            }.get(method, method.lower())
+            wanted = ""
+            if verb in ("list", "watch"):
+                wanted = _single_name(query.get("fieldSelector"))
+        else:
+            verb = {
+                "GET": "get",
+                "PUT": "update",
+                "PATCH": "patch",
+                "DELETE": "delete",
+            }.get(method, method.lower())
+            wanted = name
+        if (group, plural) == ("", "namespaces") and name is not None:
+            namespace = name
+        attrs = _rbac.Attributes(
+            user,
+            verb,
+            group=group,
+            version=version,
+            resource=plural,
+            subresource=sub or "",
+            namespace=namespace or "",
+            name=wanted,
+        )
+        self.authorizer.check(attrs)
+
+    def _admission(self, request: web.Request) -> Admission | None:
+        """The admission checks of a write by the request's user (None: nothing to check)."""
+        user = request[_USER]
+        if user.is_admin:
+            return None
+        authorizer = self.authorizer
+        owner_references = self.enforce_owner_references
+
+        def admit(rt: ResourceType, new: Obj, old: Obj | None) -> None:
+            _rbac.check_escalation(authorizer, user, rt, new, old)
+            if owner_references:
+                _rbac.check_owner_references(authorizer, user, rt, new, old)
+
+        return admit
+
+    def _who_am_i(self, request: web.Request) -> web.Response:
+        """``SelfSubjectReview`` (``kubectl auth whoami``): who the request speaks for."""
+        if request.method != "POST":
+            raise method_not_allowed(f"{request.method} is not supported on selfsubjectreviews")
+        user = request[_USER]
+        info: Obj = {"username": user.name, "groups": list(user.groups)}
+        if user.uid:
+            info["uid"] = user.uid
+        if user.extra:
+            info["extra"] = {key: list(values) for key, values in user.extra.items()}
+        body = {
+            "kind": "SelfSubjectReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "status": {"userInfo": info},
+        }
+        return _json_response(body, status=201)
+
+    async def _access_review(self, request: web.Request, plural: str) -> web.Response:
+        """``SelfSubjectAccessReview``/``SubjectAccessReview``: what ``kubectl auth can-i`` asks."""
+        user: _rbac.UserInfo = request[_USER]
+        kinds = {
+            "selfsubjectaccessreviews": "SelfSubjectAccessReview",
+            "subjectaccessreviews": "SubjectAccessReview",
+            "selfsubjectrulesreviews": "SelfSubjectRulesReview",
+        }
+        if plural not in kinds:
+            raise _no_resource()
+        if request.method != "POST":
+            raise method_not_allowed(f"{request.method} is not supported on {plural}")
+        self.authorizer.check(
+            _rbac.Attributes(
+                user, "create", group="authorization.k8s.io", version="v1", resource=plural
+            )
+        )
+        if "protobuf" in _media_type(request.headers.get("Content-Type")):
+            try:
+                body = _rbac.decode_access_review(
+                    await request.read(), rules=plural == "selfsubjectrulesreviews"
+                )
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise bad_request(f"the request body could not be decoded: {exc}") from exc
+        else:
+            body = await self._body(request)
+        if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
+            raise bad_request(f"the body of a {kinds[plural]} must be an object with a spec")
+        spec: Obj = body["spec"]
+        subject = user
+        if plural == "selfsubjectrulesreviews":
+            rules = self.authorizer.rules_review(user, str(spec.get("namespace") or ""))
+            return _json_response(
+                {
+                    **body,
+                    "apiVersion": "authorization.k8s.io/v1",
+                    "kind": kinds[plural],
+                    "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None},
+                    "status": rules,
+                },
+                status=201,
+            )
+        if plural == "subjectaccessreviews":
+            subject = _rbac.UserInfo(
+                str(spec.get("user") or ""),
+                tuple(str(group) for group in spec.get("groups") or []),
+                str(spec.get("uid") or ""),
+            )
+        resource = spec.get("resourceAttributes")
+        non_resource = spec.get("nonResourceAttributes")
+        if isinstance(resource, dict):
+            attrs = _rbac.Attributes(
+                subject,
+                str(resource.get("verb") or ""),
+                group=str(resource.get("group") or ""),
+                version=str(resource.get("version") or ""),
+                resource=str(resource.get("resource") or ""),
+                subresource=str(resource.get("subresource") or ""),
+                namespace=str(resource.get("namespace") or ""),
+                name=str(resource.get("name") or ""),
+            )
+        elif isinstance(non_resource, dict):
+            attrs = _rbac.Attributes(
+                subject,
+                str(non_resource.get("verb") or ""),
+                resource_request=False,
+                path=str(non_resource.get("path") or ""),
+            )
+        else:
+            raise invalid(
+                kinds[plural],
+                "authorization.k8s.io",
+                "",
+                [
+                    FieldError.invalid(
+                        "spec.resourceAttributes",
+                        "null",
+                        "exactly one of nonResourceAttributes or resourceAttributes must be "
+                        "specified",
+                    )
+                ],
+            )
+        allowed, reason = self.authorizer.authorize(attrs)
+        status: Obj = {"allowed": allowed}
+        if reason:
+            status["reason"] = reason
+        result = {
+            **body,
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": kinds[plural],
+            "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None},
+            "status": status,
+        }
+        return _json_response(result, status=201)
+
     def _out(self, rt: ResourceType, obj: Obj) -> Obj:
         if obj.get("apiVersion") == rt.api_version:
             return obj
         return {**obj, "apiVersion": rt.api_version}
 
     async def _body(self, request: web.Request) -> Any:
-        raw = await request.read()
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge as exc:
+            raise _limits.request_too_large() from exc
         media = _media_type(request.headers.get("Content-Type"))
         if not raw:
             return None
+        if "protobuf" in media:
+            try:
+                decoded = _protobuf.decode(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise bad_request(f"the request body could not be decoded: {exc}") from exc
+            if decoded is not None:
+                return decoded
         if "protobuf" in media or "cbor" in media:
             error = unsupported_media_type(media, [_JSON, "application/yaml"])
             error.message += (
@@ -333,8 +570,18 @@ class ApiServer:
     async def _resource(
         self, request: web.Request, group: str, version: str, rest: list[str], method: str
     ) -> web.StreamResponse:
-        rt, namespace, name, sub = self._route(group, version, rest)
+        try:
+            rt, namespace, name, sub = self._route(group, version, rest)
+        except StatusError as error:
+            # Authorization comes first on a real server: a resource that does not exist
+            # (yet) is a 403 for whoever may not touch it, a 404 only for the others.
+            if error.code == 404 and not request[_USER].is_admin:
+                self._authorize_path(request, group, version, rest)
+            raise
         query = request.query
+        self._authorize(request, rt.group, rt.version, rt.plural, namespace, name, sub)
+        if method in ("POST", "PUT", "PATCH"):
+            _limits.check_request_size(request.content_length)
         if name is None:
             if method == "GET":
                 labels = parse_label_selector(query.get("labelSelector"))
@@ -359,6 +606,7 @@ class ApiServer:
                     await self._body(request),
                     dry_run=dry_run,
                     field_validation=validation,
+                    admit=self._admission(request),
                 )
                 return _json_response(
                     self._out(rt, result.obj), status=201, warnings=result.warnings
@@ -392,6 +640,7 @@ class ApiServer:
                 subresource=sub,
                 dry_run=dry_run,
                 field_validation=validation,
+                admit=self._admission(request),
             )
             return _json_response(self._out(rt, result.obj), warnings=result.warnings)
         if method == "PATCH":
@@ -408,6 +657,7 @@ class ApiServer:
                 subresource=sub,
                 dry_run=dry_run,
                 field_validation=validation,
+                admit=self._admission(request),
             )
             return _json_response(self._out(rt, result.obj), warnings=result.warnings)
         if method == "DELETE" and sub is None:
@@ -762,6 +1012,17 @@ class ApiServer:
         except ConnectionResetError:
             pass
         return response
+
+
+def _single_name(selector: str | None) -> str:
+    """The name a list or watch asks for with ``fieldSelector=metadata.name=X`` (RequestInfo)."""
+    if not selector or "," in selector:
+        return ""
+    for op in ("==", "="):
+        key, sep, value = selector.partition(op)
+        if sep and key.strip() == "metadata.name" and "!" not in key:
+            return value.strip()
+    return ""
 
 
 def _no_resource() -> StatusError:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kyai.devcluster import _builtins, _patch, _schema
+from kyai.devcluster import _builtins, _cel, _limits, _patch, _schema
 from kyai.devcluster._errors import (
     FieldError,
     already_exists,
@@ -35,6 +35,8 @@ from kyai.devcluster._resources import Registry, ResourceType, types_from_crd
 from kyai.devcluster._selectors import FieldSelector, LabelSelector
 
 Obj = dict[str, Any]
+#: An admission check run after validation, before storing: ``(type, new, old)``; raises.
+Admission = Callable[[ResourceType, Obj, Obj | None], None]
 Key = tuple[str, str]  # (namespace, name); namespace is "" for cluster-scoped objects
 
 NAMESPACES = ("", "namespaces")
@@ -148,6 +150,8 @@ class Store:
         self._compacted = 0
         self._watchers: set[Watcher] = set()
         self._listeners: list[Callable[[Event], None]] = []
+        #: The CEL rules of the served CRDs (compiled once per schema).
+        self.cel = _cel.CelValidator()
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -364,8 +368,16 @@ class Store:
                 errors.extend(_builtins.validate_name(rt.kind, name))
             errors.extend(_builtins.validate_metadata(obj))
             errors.extend(_schema.validate(obj, rt.schema))
+            if not errors:
+                errors.extend(self.cel.validate(rt, obj, old))
         else:
             errors = _builtins.prepare_builtin(rt, obj, old)
+            errors.extend(_limits.validate_sizes(rt.kind, obj))
+            if old is not None and rt.group == "rbac.authorization.k8s.io":
+                # Imported here: _rbac imports this module.
+                from kyai.devcluster._rbac import validate_binding_update
+
+                errors.extend(validate_binding_update(rt.kind, obj, old))
         if errors:
             raise invalid(rt.kind, rt.group, name, errors)
         return warnings
@@ -378,6 +390,7 @@ class Store:
         *,
         dry_run: bool = False,
         field_validation: str = "Warn",
+        admit: Admission | None = None,
     ) -> WriteResult:
         """Create an object (``POST``): uid, timestamps, generation, 409 on a duplicate."""
         obj = self._normalise_body(rt, namespace, body)
@@ -417,6 +430,8 @@ class Store:
         if "status" in rt.subresources:
             obj.pop("status", None)
         warnings = self._prepare(rt, obj, None, field_validation=field_validation)
+        if admit is not None:
+            admit(rt, obj, None)
         if rt.group_resource == CRDS:
             finalizers = metadata.setdefault("finalizers", [])
             if CRD_CLEANUP_FINALIZER not in finalizers:
@@ -425,6 +440,7 @@ class Store:
             self._check_crd_names(obj)
         if dry_run:
             return WriteResult(obj, warnings)
+        _limits.check_stored_size(obj)
         return WriteResult(self._commit(rt, "ADDED", obj, None), warnings)
 
     def _check_crd_names(self, crd: Obj) -> None:
@@ -450,6 +466,7 @@ class Store:
         subresource: str | None = None,
         dry_run: bool = False,
         field_validation: str = "Warn",
+        admit: Admission | None = None,
     ) -> WriteResult:
         """Replace an object (``PUT``), with optimistic concurrency on ``resourceVersion``."""
         old = self.find(rt, namespace, name)
@@ -485,6 +502,7 @@ class Store:
             subresource=subresource,
             dry_run=dry_run,
             field_validation=field_validation,
+            admit=admit,
         )
 
     def patch(
@@ -498,6 +516,7 @@ class Store:
         subresource: str | None = None,
         dry_run: bool = False,
         field_validation: str = "Warn",
+        admit: Admission | None = None,
     ) -> WriteResult:
         """Patch an object (``PATCH``) with any of the four patch formats."""
         old = self.find(rt, namespace, name)
@@ -506,7 +525,12 @@ class Store:
                 applied = self._normalise_body(rt, namespace, body)
                 meta(applied)["name"] = name
                 return self.create(
-                    rt, namespace, applied, dry_run=dry_run, field_validation=field_validation
+                    rt,
+                    namespace,
+                    applied,
+                    dry_run=dry_run,
+                    field_validation=field_validation,
+                    admit=admit,
                 )
             raise not_found(rt.plural, name, rt.group)
         doc = copy.deepcopy(old)
@@ -553,6 +577,7 @@ class Store:
             subresource=subresource,
             dry_run=dry_run,
             field_validation=field_validation,
+            admit=admit,
         )
 
     def _write(
@@ -564,6 +589,7 @@ class Store:
         subresource: str | None,
         dry_run: bool,
         field_validation: str,
+        admit: Admission | None = None,
     ) -> WriteResult:
         old_meta = meta(old)
         if subresource == "status":
@@ -616,6 +642,8 @@ class Store:
                     ],
                 )
         warnings = self._prepare(rt, new, old, field_validation=field_validation)
+        if admit is not None:
+            admit(rt, new, old)
         if rt.group_resource == CRDS:
             new["status"] = _builtins.crd_status(new, now_rfc3339(), old)
             for condition, previous in zip(
@@ -638,6 +666,7 @@ class Store:
             return WriteResult(copy.deepcopy(old), warnings)
         if dry_run:
             return WriteResult(new, warnings)
+        _limits.check_stored_size(new)
         committed = self._commit(rt, "MODIFIED", new, old)
         if new_meta.get("deletionTimestamp") and not new_meta.get("finalizers"):
             self._remove(rt, committed)
