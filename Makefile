@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck unit demo bench bench-operator crds clean
+.PHONY: setup test lint typecheck unit demo bench bench-operator crds clean image base-image
 
 setup: $(STAMP)
 
@@ -47,5 +47,14 @@ bench: $(STAMP)
 bench-operator: $(STAMP)
 	$(BIN)/python bench/bench_operator.py
 
+## make image: the operator/worker image (IMAGE=, BASE_IMAGE=, ENGINE= podman|docker).
+IMAGE ?= localhost/kyai-operator:dev
+image: $(STAMP)
+	IMAGE=$(IMAGE) PYTHON=$(BIN)/python bash scripts/build-image.sh
+
+## make base-image: a Debian base image with python3 built by mmdebstrap (no registry needed).
+base-image:
+	bash scripts/build-base-image.sh
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache out
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache out build

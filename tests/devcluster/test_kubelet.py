@@ -35,6 +35,19 @@ def job(name: str, *, backoff: int = 0, image: str = IMAGE, **container: Any) ->
     }
 
 
+def http_server_container(port: int = 8080, **extra: Any) -> dict[str, Any]:
+    """A container of the project's image serving HTTP on its pod IP, with a readiness probe."""
+    return {
+        "name": "web",
+        "image": IMAGE,
+        "command": ["python", "-m", "http.server", "--bind", "$(POD_IP)", str(port)],
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "ports": [{"name": "http", "containerPort": port}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1},
+        **extra,
+    }
+
+
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next(
         (
@@ -289,13 +302,15 @@ async def test_deployment_gets_ready_pods(api: Api) -> None:
                 "selector": {"matchLabels": {"app": "web"}},
                 "template": {
                     "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+                    "spec": {"containers": [http_server_container()]},
                 },
             },
         },
     )
     ready = await api.wait_for(
-        f"{deployments}/web", lambda d: d.get("status", {}).get("availableReplicas") == 2
+        f"{deployments}/web",
+        lambda d: d.get("status", {}).get("availableReplicas") == 2,
+        timeout=30,
     )
     assert ready["status"]["readyReplicas"] == 2
     assert ready["status"]["observedGeneration"] == 1
@@ -304,6 +319,8 @@ async def test_deployment_gets_ready_pods(api: Api) -> None:
     pods = (await api.ok("GET", f"{NS}/pods", params={"labelSelector": "app=web"}))["items"]
     assert len(pods) == 2
     assert all(p["status"]["phase"] == "Running" for p in pods)
+    addresses = {p["status"]["podIP"] for p in pods}
+    assert len(addresses) == 2 and all(a.startswith("127.10.") for a in addresses)
     assert all(p["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet" for p in pods)
 
     await api.ok(
