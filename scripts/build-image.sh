@@ -43,8 +43,9 @@ mkdir -p build/wheelhouse
 echo "make image: wheelhouse (pip wheel) -> build/wheelhouse"
 "$PYTHON" -m pip wheel --quiet --wheel-dir build/wheelhouse .
 echo "make image: $ENGINE build $IMAGE (base $BASE_IMAGE, version $version)"
+# --no-cache: the RUN step's cache key does not cover the mounted wheelhouse.
 "$ENGINE" build "${engine_args[@]}" --file Containerfile \
-    --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "VERSION=$version" \
+    --no-cache --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "VERSION=$version" \
     --label "org.opencontainers.image.revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
     --tag "$IMAGE" .
 echo "make image: $IMAGE"

@@ -1051,6 +1051,9 @@ class Kubelet:
             )
         if context.service_account is not None:
             mounts.append(Mount(SERVICE_ACCOUNT_DIR, str(context.service_account), True))
+        if self.runtime.name == "podman" and self.hosts_path is not None:
+            # glibc rereads /etc/hosts per lookup: Service names resolve as they come and go.
+            mounts.append(Mount("/etc/hosts", str(self.hosts_path), read_only=True))
         return sorted(mounts, key=lambda item: len(item.path), reverse=True)
 
     def _launch(self, run: _PodRun, context: _PodContext, container: Obj) -> Launch:

@@ -158,6 +158,12 @@ async def _run(
             os.killpg(process.pid, signal.SIGKILL)
         await process.wait()
         return -1, f"timed out after {timeout:g}s"
+    except asyncio.CancelledError:
+        # Reap the child before giving up: an unreaped one outlives the event loop.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+        raise
     return int(process.returncode or 0), out.decode(errors="replace")
 
 
