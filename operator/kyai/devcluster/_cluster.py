@@ -421,6 +421,15 @@ class DevClusterThread:
         """The working directory (volumes, logs)."""
         return self.cluster.workdir
 
+    @property
+    def hosts_path(self) -> Path:
+        """The hosts file with Service names."""
+        return self.cluster.hosts_path
+
+    def network_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """See :meth:`DevCluster.network_env`."""
+        return self.cluster.network_env(base)
+
     def start(self, *, timeout: float = 30.0) -> None:
         """Start the thread and wait until the server listens."""
         if self._thread is not None:
