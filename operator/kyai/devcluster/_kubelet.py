@@ -91,8 +91,7 @@ DEFAULT_LOCAL_IMAGES: tuple[str, ...] = (
 )
 #: Images of serving engines: their pods run the engine stand-in (fnmatch patterns).
 ENGINE_IMAGES: tuple[str, ...] = (
-    "vllm/vllm-openai",
-    "vllm/vllm-openai[:@]*",
+    "vllm/vllm-openai*",
     "docker.io/vllm/vllm-openai*",
     "lmsysorg/sglang*",
     "docker.io/lmsysorg/sglang*",
