@@ -151,7 +151,5 @@ async def test_image_plans_of_the_process_runtime(tmp_path: Path) -> None:
     ):
         assert (await kubelet.plan_image(engine))[0] == "engine"
     assert await kubelet.plan_image("nginx") == ("missing", "nginx")
-    assert await kubelet.plan_image("vllm/vllm-openai-fork:1") == (
-        "missing",
-        "vllm/vllm-openai-fork:1",
-    )
+    assert (await kubelet.plan_image("vllm/vllm-openai-rocm:v0.9"))[0] == "engine"
+    assert await kubelet.plan_image("vllm/other:1") == ("missing", "vllm/other:1")
