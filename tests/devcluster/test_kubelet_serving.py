@@ -251,3 +251,71 @@ async def test_https_listener_is_trusted_with_the_pods_ca(cluster: DevCluster) -
                 raise AssertionError("a client without the devcluster's CA was accepted")
         except aiohttp.ClientConnectorCertificateError:
             pass
+
+
+def flag_container(**probes: Any) -> dict[str, Any]:
+    return {
+        "image": IMAGE,
+        "command": ["python", "-c", "import time; time.sleep(600)"],
+        "volumeMounts": [{"name": "state", "mountPath": "/state"}],
+        **probes,
+    }
+
+
+async def test_a_startup_probe_holds_readiness_until_it_passes(
+    api: Api, cluster: DevCluster
+) -> None:
+    probe = {
+        "exec": {"command": ["test", "-f", "/state/started"]},
+        "periodSeconds": 1,
+        "failureThreshold": 100,
+    }
+    await api.ok(
+        "POST",
+        DEPLOYMENTS,
+        deployment(
+            "slow",
+            flag_container(startupProbe=probe),
+            volumes=[{"name": "state", "emptyDir": {}}],
+        ),
+    )
+    pod = await only_pod(api, "slow")
+    name = pod["metadata"]["name"]
+    await api.wait_for(f"{NS}/pods/{name}", lambda p: p["status"].get("phase") == "Running")
+    status = (await api.ok("GET", f"{NS}/pods/{name}"))["status"]
+    assert status["containerStatuses"][0]["started"] is False and not ready({"status": status})
+    (cluster.kubelet.pod_dir("default", name) / "volumes" / "state" / "started").touch()
+    started = await api.wait_for(f"{NS}/pods/{name}", ready)
+    assert started["status"]["containerStatuses"][0]["started"] is True
+
+
+async def test_a_failing_liveness_probe_restarts_the_container(api: Api) -> None:
+    probe = {
+        "exec": {"command": ["test", "-f", "/state/alive"]},
+        "periodSeconds": 1,
+        "failureThreshold": 1,
+    }
+    await api.ok(
+        "POST",
+        DEPLOYMENTS,
+        deployment(
+            "dying",
+            flag_container(livenessProbe=probe),
+            volumes=[{"name": "state", "emptyDir": {}}],
+        ),
+    )
+    pod = await only_pod(api, "dying")
+    name = pod["metadata"]["name"]
+    restarted = await api.wait_for(
+        f"{NS}/pods/{name}",
+        lambda p: (p["status"].get("containerStatuses") or [{}])[0].get("restartCount", 0) >= 1,
+        timeout=30,
+    )
+    last = restarted["status"]["containerStatuses"][0]["lastState"]["terminated"]
+    assert last["exitCode"] == 143 and last["reason"] == "Error"  # SIGTERM
+    events = await api.ok("GET", f"{NS}/events")
+    assert any(
+        e["reason"] == "Unhealthy" and e["message"].startswith("Liveness probe failed")
+        for e in events["items"]
+        if e["involvedObject"]["name"] == name
+    )
