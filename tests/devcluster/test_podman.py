@@ -282,3 +282,113 @@ async def test_a_deployment_serves_from_its_container_behind_a_service_name(
     assert pod["status"]["phase"] == "Succeeded", log
     service = (await api.get(f"{NS}/services/web"))[1]
     assert log.strip().split("\n") == [service["spec"]["clusterIP"], "200"]
+
+
+async def test_a_container_over_its_memory_limit_is_oom_killed(
+    pod_cluster: tuple[DevCluster, Api],
+) -> None:
+    _, api = pod_cluster
+    hog = "x = bytearray(512 * 1024 * 1024); print('survived')"
+    await api.ok(
+        "POST",
+        JOBS,
+        job(
+            "hog",
+            {"command": ["python", "-c", hog], "resources": {"limits": {"memory": "64Mi"}}},
+        ),
+    )
+    pod = await finished_pod(api, "hog")
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert pod["status"]["phase"] == "Failed"
+    assert terminated["exitCode"] == 137 and terminated["reason"] == "OOMKilled"
+
+
+RECORDER = """
+import http.server, json, os, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+host = os.environ["KYAI_DEVCLUSTER_POD_IP"]
+print(json.dumps({"argv": sys.argv[1:], "host": host, "uid": os.getuid()}), flush=True)
+http.server.HTTPServer((host, port), http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
+
+
+async def test_an_engine_image_runs_the_stand_in_in_the_project_image(
+    tmp_path: Path, podman_image: str
+) -> None:
+    engine = {
+        "name": "engine",
+        "image": "lmsysorg/sglang:v0.4.6",
+        "command": ["python3", "-m", "sglang.launch_server"],
+        "args": ["--model-path", "Qwen/Qwen3-8B", "--host", "0.0.0.0", "--port", "30000"],
+        "readinessProbe": {"httpGet": {"path": "/", "port": 30000}, "periodSeconds": 1},
+        "securityContext": {"runAsUser": 65532},
+    }
+    async with (
+        DevCluster(
+            workdir=tmp_path / "work",
+            runtime="podman",
+            image=podman_image,
+            engine_command=("python", "-c", RECORDER, "stand-in"),
+        ) as cluster,
+        aiohttp.ClientSession() as session,
+    ):
+        api = Api(session, cluster.url)
+        await api.ok(
+            "POST",
+            DEPLOYMENTS,
+            {
+                "metadata": {"name": "sglang"},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "sglang"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "sglang"}},
+                        "spec": {"containers": [engine]},
+                    },
+                },
+            },
+        )
+        available = await api.wait_for(
+            f"{DEPLOYMENTS}/sglang",
+            lambda d: d.get("status", {}).get("availableReplicas") == 1,
+            timeout=120,
+        )
+        assert available["status"]["readyReplicas"] == 1
+        pods = (await api.ok("GET", f"{NS}/pods"))["items"]
+        _, log = await api.get(f"{NS}/pods/{pods[0]['metadata']['name']}/log")
+        record = json.loads(log.splitlines()[0])
+        assert record["argv"] == [
+            "stand-in", "python3", "-m", "sglang.launch_server", "--model-path",
+            "Qwen/Qwen3-8B", "--host", "0.0.0.0", "--port", "30000",
+        ]  # fmt: skip
+        assert record["host"] == pods[0]["status"]["podIP"] and record["uid"] == 65532
+
+
+def test_the_cli_serves_with_the_podman_runtime(tmp_path: Path, podman_image: str) -> None:
+    import os
+    import signal
+    import sys
+
+    import yaml
+
+    kyai = str(Path(sys.executable).parent / "kyai")
+    with subprocess.Popen(
+        [
+            kyai, "devcluster", "--runtime", "podman", "--image", podman_image,
+            "--workdir", str(tmp_path / "work"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as process:  # fmt: skip
+        try:
+            assert process.stdout is not None
+            lines = [process.stdout.readline() for _ in range(3)]
+            assert lines[0].startswith("kyai devcluster serving at http://127.0.0.1:"), lines
+            assert lines[1].startswith("in-cluster HTTPS at https://127.0.0.1:"), lines
+            assert lines[2].strip() == "runtime: podman", lines
+            config = yaml.safe_load((tmp_path / "work" / "kubeconfig").read_text())
+            assert config["clusters"][0]["cluster"]["server"] == lines[0].split()[-1]
+        finally:
+            os.kill(process.pid, signal.SIGTERM)
+            assert process.wait(timeout=30) == 0

@@ -302,10 +302,18 @@ def podman_run_argv(
 
 
 class _PodmanHandle:
-    def __init__(self, process: asyncio.subprocess.Process, name: str, podman: str) -> None:
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        name: str,
+        podman: str,
+        memory_limit: int | None = None,
+    ) -> None:
         self.process = process
         self.name = name
         self.podman = podman
+        self.memory_limit = memory_limit
+        self._stopping = False
         self._exit: Exit | None = None
 
     def running(self) -> bool:
@@ -331,10 +339,15 @@ class _PodmanHandle:
                 with contextlib.suppress(ValueError, IndexError):
                     code = int(fields[1])
             await _run([self.podman, "rm", "--force", "--time", "0", self.name], 30)
-            self._exit = Exit(128 - code if code < 0 else code, oom_killed=oom)
+            code = 128 - code if code < 0 else code
+            # With runc on hybrid cgroups podman does not see the OOM kill: a SIGKILL of a
+            # memory-limited container that the kubelet did not stop is one.
+            oom = oom or (code == 137 and bool(self.memory_limit) and not self._stopping)
+            self._exit = Exit(code, oom_killed=oom)
         return self._exit
 
     async def stop(self, grace: float) -> None:
+        self._stopping = True
         if self.process.returncode is None:
             await _run(
                 [self.podman, "stop", "--time", str(max(int(grace), 1)), self.name], grace + 30
@@ -385,4 +398,4 @@ class PodmanRuntime:
                 )
             except OSError as exc:
                 raise StartError(f"could not run podman: {exc}") from exc
-        return _PodmanHandle(process, name, self.podman)
+        return _PodmanHandle(process, name, self.podman, launch.memory_limit)
