@@ -342,9 +342,10 @@ class Kubelet:
         await self._kill(run)  # a container started while the first kill ran
         self._runs.pop(run.uid, None)
         self.pod_addresses.release(run.uid)
+        # Memory-backed volumes live outside the workdir: never leave them behind.
+        shutil.rmtree(self._memory_dir(run), ignore_errors=True)
         if remove:
             shutil.rmtree(self.pod_dir(run.namespace, run.name), ignore_errors=True)
-            shutil.rmtree(self._memory_dir(run), ignore_errors=True)
 
     async def _kill(self, run: _PodRun) -> None:
         await asyncio.gather(
