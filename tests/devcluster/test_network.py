@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from devcluster.helpers import Api
@@ -147,3 +149,22 @@ async def test_a_worker_pod_reaches_a_service_by_its_cluster_name(api: Api) -> N
     _, log = await api.get(f"{NS}/pods/{pod['metadata']['name']}/log")
     assert pod["status"]["phase"] == "Succeeded", log
     assert log.split("\n")[1] == "200", log
+
+
+async def test_the_shim_keeps_a_sitecustomize_it_shadows(
+    tmp_path: Path, cluster: DevCluster
+) -> None:
+    other = tmp_path / "site"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import builtins; builtins.SHADOWED_RAN = True\n")
+    env = cluster.network_env({"PYTHONPATH": str(other), "PATH": os.environ.get("PATH", "")})
+    assert env["PYTHONPATH"].split(os.pathsep)[1] == str(other)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "import builtins, socket; print(builtins.SHADOWED_RAN, socket.getaddrinfo.__module__)",
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, _ = await process.communicate()
+    assert out.decode().split() == ["True", "sitecustomize"]

@@ -72,3 +72,24 @@ if _PATH:
     socket.getaddrinfo = getaddrinfo
     socket.gethostbyname = gethostbyname
     socket.gethostbyname_ex = gethostbyname_ex
+
+
+def _chain() -> None:
+    """Run the ``sitecustomize`` this one shadows (e.g. a distribution's), if any."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # a broken shadowed hook must not break the process
+        print(f"sitecustomize {spec.origin}: {exc!r}", file=sys.stderr)
+
+
+_chain()
