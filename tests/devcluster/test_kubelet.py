@@ -151,7 +151,32 @@ async def test_active_deadline_kills_the_process(api: Api) -> None:
     )
 
 
+async def grant_default_account(api: Api, resource: str, verbs: list[str]) -> None:
+    """Let the ``default`` service account of ``default`` use ``resource`` (RBAC)."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default"
+    name = f"default-{resource}"
+    await api.ok(
+        "POST",
+        f"{rbac}/roles",
+        {
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": [resource], "verbs": verbs}],
+        },
+    )
+    await api.ok(
+        "POST",
+        f"{rbac}/rolebindings",
+        {
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "default"}],
+        },
+    )
+
+
 async def test_env_volumes_and_api_access(api: Api, cluster: DevCluster) -> None:
+    # Pod processes authenticate as their service account: grant what the script reads.
+    await grant_default_account(api, "configmaps", ["get"])
     await api.ok(
         "POST",
         f"{NS}/configmaps",

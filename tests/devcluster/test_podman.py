@@ -13,7 +13,7 @@ import pytest
 
 from devcluster.helpers import Api
 from devcluster.podman_image import PODMAN, PODMAN_RUN, podman_image
-from devcluster.test_kubelet import http_server_container
+from devcluster.test_kubelet import grant_default_account, http_server_container
 from kyai import __version__
 from kyai.devcluster import DevCluster
 
@@ -119,6 +119,7 @@ async def test_a_job_pod_runs_in_its_container_with_volumes_env_and_in_cluster_c
     pod_cluster: tuple[DevCluster, Api],
 ) -> None:
     cluster, api = pod_cluster
+    await grant_default_account(api, "pods", ["get"])
     await api.ok(
         "POST", f"{NS}/configmaps", {"metadata": {"name": "cfg"}, "data": {"greeting": "hello"}}
     )
