@@ -265,18 +265,23 @@ class DevCluster:
             handler_cancellation=True,
         )
         await runner.setup()
+        if self.pki is not None:
+            # Before the HTTP listener: no pod can be created before containers can learn
+            # where the in-cluster endpoint is.
+            await self._start_https(self.pki)
         site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
         try:
             await site.start()
         except OSError as exc:
             await runner.cleanup()
+            if self._https_runner is not None:
+                await self._https_runner.cleanup()
+                self._https_runner = None
             raise DevClusterError(f"Cannot listen on {self.host}:{self.port}: {exc}.") from exc
         self._runner = runner
         self.port = int(runner.addresses[0][1])
         self.url = f"http://{self.host}:{self.port}"
         self.server.address = f"{self.host}:{self.port}"
-        if self.pki is not None:
-            await self._start_https(self.pki)
         write_kubeconfig(self.kubeconfig_path, self.url)
 
     async def _start_https(self, pki: Pki) -> None:

@@ -1042,6 +1042,7 @@ class Kubelet:
             target = host / sub_path if sub_path else host
             if sub_path and not target.suffix and not target.exists():
                 target.mkdir(parents=True, exist_ok=True)
+                target.chmod(0o777)  # writable by the container's user, whoever it is
             mounts.append(
                 Mount(
                     str(mount.get("mountPath", "")),
