@@ -168,3 +168,47 @@ async def test_the_shim_keeps_a_sitecustomize_it_shadows(
     )
     out, _ = await process.communicate()
     assert out.decode().split() == ["True", "sitecustomize"]
+
+
+async def test_pods_binding_the_wildcard_get_their_own_ip(api: Api, cluster: DevCluster) -> None:
+    # Two replicas and the Service all on port 8000: each pod binds "0.0.0.0", which the
+    # pod's shim turns into its own IP, as if it had its own network namespace.
+    server = {
+        "name": "web",
+        "image": IMAGE,
+        "command": ["python", "-m", "http.server", "--bind", "0.0.0.0", "8000"],
+        "readinessProbe": {"tcpSocket": {"port": 8000}, "periodSeconds": 1},
+    }
+    await api.ok(
+        "POST",
+        DEPLOYMENTS,
+        {
+            "metadata": {"name": "wild"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "wild"}},
+                "template": {
+                    "metadata": {"labels": {"app": "wild"}},
+                    "spec": {"containers": [server]},
+                },
+            },
+        },
+    )
+    await api.ok(
+        "POST",
+        f"{NS}/services",
+        {
+            "metadata": {"name": "wild"},
+            "spec": {"selector": {"app": "wild"}, "ports": [{"port": 8000}]},
+        },
+    )
+    await api.wait_for(
+        f"{DEPLOYMENTS}/wild",
+        lambda d: d.get("status", {}).get("availableReplicas") == 2,
+        timeout=30,
+    )
+    service = await api.wait_for(
+        f"{NS}/services/wild", lambda s: s["spec"].get("clusterIP", "").startswith("127.96.")
+    )
+    lines = await fetch(cluster, "wild.default.svc.cluster.local")
+    assert lines[:2] == [service["spec"]["clusterIP"], "200"], lines

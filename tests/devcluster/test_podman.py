@@ -241,8 +241,10 @@ async def test_a_deployment_serves_from_its_container_behind_a_service_name(
     pod_cluster: tuple[DevCluster, Api],
 ) -> None:
     _, api = pod_cluster
+    # It binds "0.0.0.0" on the Service's own port: the shim binds the pod IP instead.
     server = http_server_container(
-        securityContext={"runAsUser": 65532, "capabilities": {"drop": ["ALL"]}}
+        command=["python", "-m", "http.server", "--bind", "0.0.0.0", "8080"],
+        securityContext={"runAsUser": 65532, "capabilities": {"drop": ["ALL"]}},
     )
     await api.ok(
         "POST",
@@ -264,7 +266,7 @@ async def test_a_deployment_serves_from_its_container_behind_a_service_name(
         f"{NS}/services",
         {
             "metadata": {"name": "web"},
-            "spec": {"selector": {"app": "web"}, "ports": [{"port": 8000, "targetPort": 8080}]},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 8080, "targetPort": "http"}]},
         },
     )
     await api.wait_for(
@@ -275,7 +277,7 @@ async def test_a_deployment_serves_from_its_container_behind_a_service_name(
     fetch = (
         "import socket, urllib.request; "
         "print(socket.gethostbyname('web.default.svc.cluster.local')); "
-        "print(urllib.request.urlopen('http://web.default.svc.cluster.local:8000/').status)"
+        "print(urllib.request.urlopen('http://web.default.svc.cluster.local:8080/').status)"
     )
     await api.ok("POST", JOBS, job("client", {"command": ["python", "-c", fetch]}))
     pod = await finished_pod(api, "client")

@@ -108,6 +108,8 @@ PASSED_ENVIRONMENT: tuple[str, ...] = ("LANG", "LC_ALL", "TZ", "SYSTEMROOT")
 #: Where Kubernetes projects the service-account token.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 POD_IP_VARIABLE = "KYAI_DEVCLUSTER_POD_IP"
+#: Where containers see the name and bind shim (on their PYTHONPATH).
+CONTAINER_SHIM_DIR = "/var/run/kyai-devcluster/shim"
 #: Restart back-off of long-running containers: first delay, doubling up to the cap.
 RESTART_BACKOFF = (0.5, 10.0)
 #: How often a pod waiting for an image checks again.
@@ -989,7 +991,9 @@ class Kubelet:
             if self.hosts_path is not None:
                 env[HOSTS_VARIABLE] = str(self.hosts_path)
                 env["PYTHONPATH"] = str(SHIM_DIR)
-        elif self.service_endpoint is not None:
+        else:
+            env["PYTHONPATH"] = CONTAINER_SHIM_DIR
+        if self.runtime.name == "podman" and self.service_endpoint is not None:
             host, port = self.service_endpoint
             env.update(
                 KUBERNETES_SERVICE_HOST=host,
@@ -1019,7 +1023,7 @@ class Kubelet:
             else:
                 value = expand_references(str(entry.get("value", "")), env)
             env_name = str(entry.get("name"))
-            if env_name == "PYTHONPATH" and "PYTHONPATH" in env and self.runtime.name == "process":
+            if env_name == "PYTHONPATH" and "PYTHONPATH" in env:
                 value = os.pathsep.join([env["PYTHONPATH"], value])
             env[env_name] = value
         return env
@@ -1052,9 +1056,11 @@ class Kubelet:
             )
         if context.service_account is not None:
             mounts.append(Mount(SERVICE_ACCOUNT_DIR, str(context.service_account), True))
-        if self.runtime.name == "podman" and self.hosts_path is not None:
-            # glibc rereads /etc/hosts per lookup: Service names resolve as they come and go.
-            mounts.append(Mount("/etc/hosts", str(self.hosts_path), read_only=True))
+        if self.runtime.name == "podman":
+            mounts.append(Mount(CONTAINER_SHIM_DIR, str(SHIM_DIR), read_only=True))
+            if self.hosts_path is not None:
+                # glibc rereads /etc/hosts per lookup: Service names resolve as they come.
+                mounts.append(Mount("/etc/hosts", str(self.hosts_path), read_only=True))
         return sorted(mounts, key=lambda item: len(item.path), reverse=True)
 
     def _launch(self, run: _PodRun, context: _PodContext, container: Obj) -> Launch:

@@ -1,4 +1,4 @@
-"""Resolve names from the devcluster's hosts file in this Python process.
+"""Resolve devcluster Service names, and bind wildcard addresses to the pod's own IP.
 
 Python imports ``sitecustomize`` at start-up when it is on ``sys.path``; the devcluster puts
 this directory on ``PYTHONPATH`` of pod processes (and tests do the same for processes they
@@ -6,6 +6,12 @@ start, through ``kyai.devcluster.network_env``). When ``KYAI_DEVCLUSTER_HOSTS`` 
 file, ``socket.getaddrinfo``, ``gethostbyname`` and ``gethostbyname_ex`` look names up there
 first (``svc``, ``svc.ns``, ``svc.ns.svc``, ``svc.ns.svc.cluster.local``) and fall back to the
 system resolver. The file is reread when it changes, as glibc rereads ``/etc/hosts``.
+
+Pods share the host's network here, so a server binding ``0.0.0.0:8080`` would take that
+port on every loopback address, clashing with other pods and with Service forwarders on
+the same port. When ``KYAI_DEVCLUSTER_POD_IP`` is set (pod processes and containers), a
+bind to the IPv4 wildcard (or ``::``) binds the pod's IP instead, as if the pod had its own
+network namespace. A pod's own ``127.0.0.1`` is then not served; use its pod IP.
 """
 
 from __future__ import annotations
@@ -72,6 +78,22 @@ if _PATH:
     socket.getaddrinfo = getaddrinfo
     socket.gethostbyname = gethostbyname
     socket.gethostbyname_ex = gethostbyname_ex
+
+_POD_IP = os.environ.get("KYAI_DEVCLUSTER_POD_IP", "")
+
+if _POD_IP:
+    _bind = socket.socket.bind
+
+    def bind(self: socket.socket, address: Any) -> None:
+        """``socket.bind`` that binds the pod's IP for a wildcard address."""
+        if isinstance(address, tuple) and address and address[0] in ("", "0.0.0.0", "::"):
+            if self.family == socket.AF_INET:
+                address = (_POD_IP, *address[1:])
+            elif self.family == socket.AF_INET6:
+                address = (f"::ffff:{_POD_IP}", *address[1:])
+        _bind(self, address)
+
+    socket.socket.bind = bind  # type: ignore[method-assign,assignment]
 
 
 def _chain() -> None:
