@@ -99,7 +99,7 @@ def test_probe_timing_defaults_and_cap() -> None:
     capped = ProbeTiming.of(
         {"periodSeconds": 10, "initialDelaySeconds": 30, "failureThreshold": 60}, max_period=1
     )
-    assert (capped.period, capped.initial_delay, capped.failure_threshold) == (1, 1, 60)
+    assert (capped.period, capped.initial_delay, capped.failure_threshold) == (1, 30, 60)
 
 
 def test_probe_ports_by_number_or_name() -> None:

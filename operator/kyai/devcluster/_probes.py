@@ -3,7 +3,7 @@
 Semantics follow the kubelet: ``initialDelaySeconds``, ``periodSeconds`` (default 10),
 ``timeoutSeconds`` (1), ``successThreshold`` (1) and ``failureThreshold`` (3); an HTTP status
 from 200 to 399 passes. The devcluster may cap the period (``max_period``) so that tests and
-demos do not wait ten seconds per probe; thresholds stay as written.
+demos do not wait ten seconds per probe; thresholds and initial delays stay as written.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ class ProbeTiming:
         period = float(probe.get("periodSeconds") or 10)
         delay = float(probe.get("initialDelaySeconds") or 0)
         if max_period is not None:
+            # Only the period: initialDelaySeconds is how long the program needs to start.
             period = min(period, max_period)
-            delay = min(delay, max_period)
         return cls(
             initial_delay=delay,
             period=period,
