@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck unit demo bench bench-operator crds clean image base-image
+.PHONY: setup test lint typecheck unit demo bench bench-operator crds clean image base-image podman-config
 
 setup: $(STAMP)
 
@@ -55,6 +55,10 @@ image: $(STAMP)
 ## make base-image: a Debian base image with python3 built by mmdebstrap (no registry needed).
 base-image:
 	bash scripts/build-base-image.sh
+
+## make podman-config: plain `podman run` on hosts where crun or default rlimits are refused.
+podman-config:
+	bash scripts/podman-config.sh
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache out build
