@@ -156,6 +156,13 @@ async def test_other_images_wait_in_image_pull_back_off(api: Api) -> None:
     assert 'Failed to pull image "nginx:1.27"' in message
     later = await api.wait_for(path, waiting("ImagePullBackOff"), timeout=10)
     assert later["status"]["phase"] == "Pending" and not ready(later)
+    events = await api.ok(
+        "GET",
+        f"{NS}/events",
+        params={"fieldSelector": f"involvedObject.uid={pod['metadata']['uid']}"},
+    )
+    assert {(e["type"], e["reason"]) for e in events["items"]} == {("Warning", "Failed")}
+    assert "Error: ErrImagePull" in {e["message"] for e in events["items"]}
 
 
 async def test_engine_images_run_the_stand_in_with_their_command_line(tmp_path: Path) -> None:

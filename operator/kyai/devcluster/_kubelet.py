@@ -59,7 +59,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from kyai.devcluster._controllers import PODS, SERVICE_ACCOUNTS, UNSUPPORTED_IMAGE
+from kyai.devcluster._controllers import (
+    PODS,
+    SERVICE_ACCOUNTS,
+    UNSUPPORTED_IMAGE,
+    record_event,
+)
 from kyai.devcluster._network import HOSTS_VARIABLE, POD_NETWORK, SHIM_DIR, AddressPool
 from kyai.devcluster._probes import ProbeTiming, run_probe
 from kyai.devcluster._runtime import (
@@ -468,6 +473,9 @@ class Kubelet:
                 else f'Back-off pulling image "{missing[0]}"'
             )
             self._set_status(run, self._waiting_status(run, pod, reason, message))
+            if attempts == 0:
+                self._event(run, "Warning", "Failed", message)
+                self._event(run, "Warning", "Failed", f"Error: {reason}")
             attempts += 1
             if self.runtime.name == "process":
                 await asyncio.sleep(IMAGE_RECHECK_SECONDS)
@@ -544,6 +552,7 @@ class Kubelet:
                 }
             }
             state.restart_count += 1
+            self._event(run, "Warning", "BackOff", "Back-off restarting failed container")
             state.state = {
                 "waiting": {
                     "reason": "CrashLoopBackOff",
@@ -640,8 +649,6 @@ class Kubelet:
             await asyncio.sleep(timing.period)
 
     def _event(self, run: _PodRun, kind: str, reason: str, message: str) -> None:
-        from kyai.devcluster._controllers import record_event
-
         pod = self._current(run)
         if pod is not None:
             with contextlib.suppress(Exception):
