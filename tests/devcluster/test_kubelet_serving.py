@@ -326,3 +326,43 @@ async def test_a_failing_liveness_probe_restarts_the_container(api: Api) -> None
         for e in events["items"]
         if e["involvedObject"]["name"] == name
     )
+
+
+async def test_pods_without_a_mounted_token_get_no_credentials(
+    api: Api, cluster: DevCluster
+) -> None:
+    await api.ok(
+        "POST",
+        f"{NS}/serviceaccounts",
+        {"metadata": {"name": "quiet"}, "automountServiceAccountToken": False},
+    )
+    script = "import os; print(os.environ['KUBECONFIG'])"
+    await api.ok(
+        "POST",
+        JOBS,
+        {
+            "metadata": {"name": "anonymous"},
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "serviceAccountName": "quiet",
+                        "containers": [
+                            {"name": "main", "image": IMAGE, "command": ["python", "-c", script]}
+                        ],
+                    }
+                },
+            },
+        },
+    )
+    listing = await api.wait_for(
+        f"{NS}/pods",
+        lambda items: any(p["status"].get("phase") == "Succeeded" for p in items["items"]),
+        timeout=30,
+    )
+    name = listing["items"][0]["metadata"]["name"]
+    _, log = await api.get(f"{NS}/pods/{name}/log")
+    config = yaml.safe_load(Path(log.strip()).read_text())
+    assert config["users"][0]["user"] == {}
+    assert not (cluster.kubelet.pod_dir("default", name) / "serviceaccount").exists()

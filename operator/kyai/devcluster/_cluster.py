@@ -64,13 +64,14 @@ def kubeconfig(
 ) -> Obj:
     """A kubeconfig document pointing at ``url`` with ``namespace`` as the current one.
 
-    ``token`` is the admin token by default; pod processes get their service account's.
+    ``token`` is the admin token by default; pod processes get their service account's, or
+    none (an empty string: anonymous) when no token is mounted.
     """
     return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": name, "cluster": {"server": url}}],
-        "users": [{"name": name, "user": {"token": token}}],
+        "users": [{"name": name, "user": {"token": token} if token else {}}],
         "contexts": [
             {"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}
         ],
@@ -164,11 +165,13 @@ class DevCluster:
     def kubeconfig_for(self, namespace: str, token: str | None = None) -> Path:
         """A kubeconfig whose current namespace is ``namespace`` (what pod processes get).
 
-        With ``token`` (a service-account token) it authenticates as that account;
-        without, as the admin.
+        With ``token`` (a service-account token) it authenticates as that account; with an
+        empty one, not at all (a pod without a mounted token); without, as the admin.
         """
         if token is None:
             path = self.workdir / "kubeconfigs" / f"{namespace}.yaml"
+        elif not token:
+            path = self.workdir / "kubeconfigs" / f"{namespace}-anonymous.yaml"
         else:
             digest = hashlib.sha256(token.encode()).hexdigest()[:16]
             path = self.workdir / "kubeconfigs" / f"{namespace}-{digest}.yaml"

@@ -987,7 +987,11 @@ class Kubelet:
             home.mkdir(parents=True, exist_ok=True)
             env.update({key: os.environ[key] for key in PASSED_ENVIRONMENT if key in os.environ})
             bin_dir = str(Path(sys.executable).parent)
-            token = (service_account / "token").read_text() if service_account else None
+            if service_account is not None:
+                token: str | None = (service_account / "token").read_text()
+            else:
+                # No token mounted: no credentials, as in a cluster (admin only without a key).
+                token = "" if self.token_key is not None else None
             env.update(
                 PATH=os.pathsep.join([bin_dir, os.environ.get("PATH", os.defpath)]),
                 HOME=str(home),

@@ -57,7 +57,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="PATTERN",
         default=None,
         help=(
-            "image pattern (fnmatch) whose Job pods run as local processes; repeatable "
+            "image pattern (fnmatch) of the project's image: its pods run as written (local "
+            "processes, or containers of --image in podman when missing there); repeatable "
             f"(default: {', '.join(DEFAULT_LOCAL_IMAGES)})"
         ),
     )
