@@ -395,3 +395,27 @@ def test_the_cli_serves_with_the_podman_runtime(tmp_path: Path, podman_image: st
         finally:
             os.kill(process.pid, signal.SIGTERM)
             assert process.wait(timeout=30) == 0
+
+
+async def test_pull_policy_never_with_an_absent_image_says_so(
+    pod_cluster: tuple[DevCluster, Api],
+) -> None:
+    _, api = pod_cluster
+    await api.ok(
+        "POST",
+        JOBS,
+        job("never", {"image": "registry.invalid/nothing:2", "imagePullPolicy": "Never"}),
+    )
+    listing = await api.wait_for(
+        f"{NS}/pods",
+        lambda items: any(
+            (s["state"].get("waiting") or {}).get("reason") == "ErrImageNeverPull"
+            for p in items["items"]
+            for s in p["status"].get("containerStatuses") or []
+        ),
+        timeout=60,
+    )
+    waiting = listing["items"][0]["status"]["containerStatuses"][0]["state"]["waiting"]
+    assert waiting["message"] == (
+        'Container image "registry.invalid/nothing:2" is not present with pull policy of Never'
+    )

@@ -446,13 +446,11 @@ class Kubelet:
                 str(c.get("name")): await self.plan_image(str(c.get("image", "")))
                 for c in containers
             }
-            missing = [
-                str(c.get("image", ""))
-                for c in containers
-                if plans[str(c.get("name"))][0] == "missing"
-            ]
+            absent = [c for c in containers if plans[str(c.get("name"))][0] == "missing"]
+            missing = [str(c.get("image", "")) for c in absent]
             if not missing:
                 return plans
+            never = [c for c in absent if c.get("imagePullPolicy") == "Never"]
             if batch and self.runtime.name == "process":
                 message = (
                     f'image "{missing[0]}" is not one of the devcluster\'s local images '
@@ -460,18 +458,24 @@ class Kubelet:
                 )
                 self._set_status(run, self._failed_status(run, pod, UNSUPPORTED_IMAGE, message))
                 return None
-            reason = "ErrImagePull" if attempts == 0 else "ImagePullBackOff"
-            message = (
-                f'Failed to pull image "{missing[0]}": the devcluster does not pull images '
-                f"({self.runtime.name} runtime: "
-                + (
-                    "build or load it into podman's store)"
+            if never:  # the kubelet does not even try: the same reason every time
+                reason = "ErrImageNeverPull"
+                image = str(never[0].get("image", ""))
+                message = f'Container image "{image}" is not present with pull policy of Never'
+            elif attempts == 0:
+                reason = "ErrImagePull"
+                hint = (
+                    "build or load it into podman's store"
                     if self.runtime.name == "podman"
-                    else "only the project's image and serving engines' images run)"
+                    else "only the project's image and serving engines' images run"
                 )
-                if attempts == 0
-                else f'Back-off pulling image "{missing[0]}"'
-            )
+                message = (
+                    f'Failed to pull image "{missing[0]}": the devcluster does not pull images '
+                    f"({self.runtime.name} runtime: {hint})"
+                )
+            else:
+                reason = "ImagePullBackOff"
+                message = f'Back-off pulling image "{missing[0]}"'
             self._set_status(run, self._waiting_status(run, pod, reason, message))
             if attempts == 0:
                 self._event(run, "Warning", "Failed", message)
