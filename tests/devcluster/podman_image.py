@@ -7,6 +7,7 @@ built before instead of building (local runs).
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -38,9 +39,13 @@ def podman_image() -> str:
     """The name of the project image (built on first use in the session)."""
     if PODMAN is None:
         pytest.skip("podman is not installed (CI has it)")
-    reuse = os.environ.get("KYAI_TEST_IMAGE")
-    if reuse:
-        return reuse
+    return os.environ.get("KYAI_TEST_IMAGE") or build_test_image()
+
+
+@functools.cache
+def build_test_image() -> str:
+    """Build the image once per process: every module importing the fixture shares it."""
+    assert PODMAN is not None
     started = time.monotonic()
     result = subprocess.run(
         ["bash", "scripts/build-image.sh"],
