@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck layers unit demo bench bench-operator crds e2e clean
+.PHONY: setup test lint typecheck layers unit demo bench bench-operator crds e2e clean image base-image podman-config
 
 setup: $(STAMP)
 
@@ -58,5 +58,18 @@ bench-operator: $(STAMP)
 e2e: $(STAMP)
 	BIN=$(BIN) bash tests/e2e/kind.sh
 
+## make image: the operator/worker image (IMAGE=, BASE_IMAGE=, ENGINE= podman|docker).
+IMAGE ?= localhost/kyai-operator:dev
+image: $(STAMP)
+	IMAGE=$(IMAGE) PYTHON=$(BIN)/python bash scripts/build-image.sh
+
+## make base-image: a Debian base image with python3 built by mmdebstrap (no registry needed).
+base-image:
+	bash scripts/build-base-image.sh
+
+## make podman-config: plain `podman run` on hosts where crun or default rlimits are refused.
+podman-config:
+	bash scripts/podman-config.sh
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache out
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache out build

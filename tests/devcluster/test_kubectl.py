@@ -208,7 +208,15 @@ def test_builtin_kinds_through_kubectl(kubectl: Kubectl) -> None:
                 "selector": {"matchLabels": {"app": "web"}},
                 "template": {
                     "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "web",
+                                "image": "kyai-operator:dev",
+                                "command": ["python", "-c", "import time; time.sleep(600)"],
+                            }
+                        ]
+                    },
                 },
             },
         },

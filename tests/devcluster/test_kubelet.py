@@ -35,6 +35,19 @@ def job(name: str, *, backoff: int = 0, image: str = IMAGE, **container: Any) ->
     }
 
 
+def http_server_container(port: int = 8080, **extra: Any) -> dict[str, Any]:
+    """A container of the project's image serving HTTP on its pod IP, with a readiness probe."""
+    return {
+        "name": "web",
+        "image": IMAGE,
+        "command": ["python", "-m", "http.server", "--bind", "$(POD_IP)", str(port)],
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "ports": [{"name": "http", "containerPort": port}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1},
+        **extra,
+    }
+
+
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next(
         (
@@ -138,7 +151,32 @@ async def test_active_deadline_kills_the_process(api: Api) -> None:
     )
 
 
+async def grant_default_account(api: Api, resource: str, verbs: list[str]) -> None:
+    """Let the ``default`` service account of ``default`` use ``resource`` (RBAC)."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default"
+    name = f"default-{resource}"
+    await api.ok(
+        "POST",
+        f"{rbac}/roles",
+        {
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": [resource], "verbs": verbs}],
+        },
+    )
+    await api.ok(
+        "POST",
+        f"{rbac}/rolebindings",
+        {
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "default"}],
+        },
+    )
+
+
 async def test_env_volumes_and_api_access(api: Api, cluster: DevCluster) -> None:
+    # Pod processes authenticate as their service account: grant what the script reads.
+    await grant_default_account(api, "configmaps", ["get"])
     await api.ok(
         "POST",
         f"{NS}/configmaps",
@@ -289,13 +327,15 @@ async def test_deployment_gets_ready_pods(api: Api) -> None:
                 "selector": {"matchLabels": {"app": "web"}},
                 "template": {
                     "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+                    "spec": {"containers": [http_server_container()]},
                 },
             },
         },
     )
     ready = await api.wait_for(
-        f"{deployments}/web", lambda d: d.get("status", {}).get("availableReplicas") == 2
+        f"{deployments}/web",
+        lambda d: d.get("status", {}).get("availableReplicas") == 2,
+        timeout=30,
     )
     assert ready["status"]["readyReplicas"] == 2
     assert ready["status"]["observedGeneration"] == 1
@@ -304,6 +344,8 @@ async def test_deployment_gets_ready_pods(api: Api) -> None:
     pods = (await api.ok("GET", f"{NS}/pods", params={"labelSelector": "app=web"}))["items"]
     assert len(pods) == 2
     assert all(p["status"]["phase"] == "Running" for p in pods)
+    addresses = {p["status"]["podIP"] for p in pods}
+    assert len(addresses) == 2 and all(a.startswith("127.10.") for a in addresses)
     assert all(p["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet" for p in pods)
 
     await api.ok(

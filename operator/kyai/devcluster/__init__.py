@@ -4,8 +4,8 @@ A test and demo tool, never a deployment target. It speaks the real protocol ove
 HTTP (discovery, list and watch with resource versions and bookmarks, the patch formats,
 the status subresource, finalizers, owner-reference cascades, CRD schema validation and
 enough OpenAPI for ``kubectl apply``), so kopf, the ``kubernetes`` client and ``kubectl``
-work against it unmodified. Its kubelet runs Job pods of the project's image as local
-processes and marks other workloads ready.
+work against it unmodified. Its kubelet runs pods as local processes or podman containers,
+with probes, pod IPs, Service forwarding and names on loopback, and service-account tokens.
 """
 
 from __future__ import annotations

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import ipaddress
 import re
 from typing import Any
 
@@ -256,25 +254,20 @@ def _service(obj: Obj, old: Obj | None) -> list[FieldError]:
 
 
 def _cluster_ip(obj: Obj, old: Obj | None) -> None:
-    """Give a Service a cluster IP (10.96.0.0/12, stable per name) and keep it on updates.
+    """Keep a Service's cluster IP on updates; a new Service gets one from the kubelet's network.
 
-    Nothing routes to it: processes reach servers by loopback URLs. It is there because
-    clients check it (``helm install --wait`` waits for Services to have one).
+    The devcluster's network (``_network.py``) allocates cluster IPs on loopback (127.96/16)
+    and forwards them to ready pods, so admission only keeps an existing address (as the real
+    API server does when an update omits it) and fills the fields that go with it.
     """
     spec = obj["spec"]
     previous = ((old or {}).get("spec") or {}).get("clusterIP")
-    if not spec.get("clusterIP"):
-        if previous:
-            spec["clusterIP"] = previous
-        else:
-            metadata = obj.get("metadata") or {}
-            key = f"{metadata.get('namespace')}/{metadata.get('name')}".encode()
-            offset = int.from_bytes(hashlib.sha256(key).digest()[:4], "big") % (2**20 - 2) + 1
-            spec["clusterIP"] = str(ipaddress.IPv4Address("10.96.0.0") + offset)
-    if spec["clusterIP"] != "None":
+    if not spec.get("clusterIP") and previous:
+        spec["clusterIP"] = previous
+    if spec.get("clusterIP") and spec["clusterIP"] != "None":
         spec.setdefault("clusterIPs", [spec["clusterIP"]])
-        spec.setdefault("ipFamilies", ["IPv4"])
-        spec.setdefault("ipFamilyPolicy", "SingleStack")
+    spec.setdefault("ipFamilies", ["IPv4"])
+    spec.setdefault("ipFamilyPolicy", "SingleStack")
     spec.setdefault("internalTrafficPolicy", "Cluster")
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import shutil
+import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -27,10 +29,21 @@ from kyai.devcluster._controllers import (
     PersistentVolumeClaimController,
     ReplicaSetController,
 )
-from kyai.devcluster._kubelet import DEFAULT_ENTRYPOINT, DEFAULT_LOCAL_IMAGES, Kubelet
+from kyai.devcluster._kubelet import (
+    DEFAULT_ENTRYPOINT,
+    DEFAULT_LOCAL_IMAGES,
+    DEFAULT_PROJECT_IMAGE,
+    Kubelet,
+    RuntimeName,
+)
+from kyai.devcluster._network import HostsFile, ServiceProxy, network_env
+from kyai.devcluster._pki import Pki, PkiError, make_pki
+from kyai.devcluster._runtime import PodmanRuntime, ProcessRuntime, Runtime
 from kyai.devcluster._server import KUBERNETES_VERSION, ApiServer
 from kyai.devcluster._store import NAMESPACES, Store, now_rfc3339
 from kyai.devcluster._tokens import ADMIN_TOKEN, new_signing_key
+
+logger = logging.getLogger("kyai.devcluster")
 
 Obj = dict[str, Any]
 
@@ -42,13 +55,23 @@ class DevClusterError(RuntimeError):
     """The devcluster could not start or stop as asked."""
 
 
-def kubeconfig(url: str, *, namespace: str = "default", name: str = "kyai-devcluster") -> Obj:
-    """A kubeconfig document pointing at ``url`` with ``namespace`` as the current one."""
+def kubeconfig(
+    url: str,
+    *,
+    namespace: str = "default",
+    name: str = "kyai-devcluster",
+    token: str = ADMIN_TOKEN,
+) -> Obj:
+    """A kubeconfig document pointing at ``url`` with ``namespace`` as the current one.
+
+    ``token`` is the admin token by default; pod processes get their service account's, or
+    none (an empty string: anonymous) when no token is mounted.
+    """
     return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": name, "cluster": {"server": url}}],
-        "users": [{"name": name, "user": {"token": ADMIN_TOKEN}}],
+        "users": [{"name": name, "user": {"token": token} if token else {}}],
         "contexts": [
             {"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}
         ],
@@ -57,10 +80,13 @@ def kubeconfig(url: str, *, namespace: str = "default", name: str = "kyai-devclu
     }
 
 
-def write_kubeconfig(path: Path, url: str, *, namespace: str = "default") -> Path:
+def write_kubeconfig(
+    path: Path, url: str, *, namespace: str = "default", token: str = ADMIN_TOKEN
+) -> Path:
     """Write a kubeconfig for ``url`` to ``path`` (parents created, mode 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(kubeconfig(url, namespace=namespace), sort_keys=False))
+    document = kubeconfig(url, namespace=namespace, token=token)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
     path.chmod(0o600)
     return path
 
@@ -75,6 +101,11 @@ class DevCluster:
 
     ``workdir`` holds the volumes, pod logs and per-namespace kubeconfigs of pod processes
     (a temporary directory, removed on stop, when not given). ``port=0`` picks a free port.
+    ``runtime`` is ``process`` (pods as local processes) or ``podman`` (pods as containers;
+    ``image`` is the project image it runs for the project's and engines' images).
+    ``https_port`` is the HTTPS listener's port (0: a free one; None: no HTTPS listener),
+    which in-cluster configuration of containers uses. ``engine_command`` replaces the
+    engine stand-in (``python -m kyai.testing.engines``) that serving engines' images run.
     """
 
     def __init__(
@@ -90,7 +121,14 @@ class DevCluster:
         bookmark_interval: float = 5.0,
         job_backoff_seconds: float = 0.2,
         access_log: bool = False,
+        runtime: RuntimeName = "process",
+        image: str = DEFAULT_PROJECT_IMAGE,
+        https_port: int | None = 0,
+        max_probe_period: float | None = 1.0,
+        engine_command: Sequence[str] | None = None,
     ) -> None:
+        if runtime not in ("process", "podman"):
+            raise DevClusterError(f"runtime must be 'process' or 'podman', not {runtime!r}")
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir is not None else Path()
         self.host = host
@@ -110,18 +148,54 @@ class DevCluster:
         self._controllers: list[Controller] = []
         self._kubelet: Kubelet | None = None
         self.url = ""
+        self.runtime_name: RuntimeName = runtime
+        self.image = image
+        self.https_port = https_port
+        self.https_url = ""
+        self.max_probe_period = max_probe_period
+        self.engine_command = tuple(engine_command) if engine_command else None
+        self.pki: Pki | None = None
+        self._https_runner: web.AppRunner | None = None
+        self._proxy: ServiceProxy | None = None
+        self._hosts: HostsFile | None = None
 
     @property
     def kubeconfig_path(self) -> Path:
         """The kubeconfig that points at this server (``default`` namespace)."""
         return self._kubeconfig_path or self.workdir / "kubeconfig"
 
-    def kubeconfig_for(self, namespace: str) -> Path:
-        """A kubeconfig whose current namespace is ``namespace`` (what pod processes get)."""
-        path = self.workdir / "kubeconfigs" / f"{namespace}.yaml"
+    def kubeconfig_for(self, namespace: str, token: str | None = None) -> Path:
+        """A kubeconfig whose current namespace is ``namespace`` (what pod processes get).
+
+        With ``token`` (a service-account token) it authenticates as that account; with an
+        empty one, not at all (a pod without a mounted token); without, as the admin.
+        """
+        if token is None:
+            path = self.workdir / "kubeconfigs" / f"{namespace}.yaml"
+        elif not token:
+            path = self.workdir / "kubeconfigs" / f"{namespace}-anonymous.yaml"
+        else:
+            digest = hashlib.sha256(token.encode()).hexdigest()[:16]
+            path = self.workdir / "kubeconfigs" / f"{namespace}-{digest}.yaml"
         if not path.exists():
-            write_kubeconfig(path, self.url, namespace=namespace)
+            if token is None:
+                write_kubeconfig(path, self.url, namespace=namespace)
+            else:
+                write_kubeconfig(path, self.url, namespace=namespace, token=token)
         return path
+
+    @property
+    def hosts_path(self) -> Path:
+        """The hosts file with Service names (``/etc/hosts`` of containers)."""
+        return self.workdir / "hosts"
+
+    def network_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """Environment for a Python process that resolves Service names like a pod does.
+
+        ``base`` (default: this process's environment) with the name-resolution shim on
+        ``PYTHONPATH``; give it to processes a test starts itself (e.g. the operator).
+        """
+        return network_env(self.hosts_path, base)
 
     def claim_dir(self, namespace: str, claim: str) -> Path:
         """The directory that backs a PersistentVolumeClaim (the same for every pod)."""
@@ -143,6 +217,20 @@ class DevCluster:
         if self._own_workdir:
             self.workdir = Path(tempfile.mkdtemp(prefix="kyai-devcluster-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
+        runtime: Runtime
+        try:
+            runtime = PodmanRuntime() if self.runtime_name == "podman" else ProcessRuntime()
+        except RuntimeError as exc:
+            raise DevClusterError(str(exc)) from exc
+        if self.https_port is not None:
+            try:
+                self.pki = await asyncio.to_thread(make_pki, self.workdir / "pki")
+            except (PkiError, OSError, subprocess.SubprocessError) as exc:
+                if self.runtime_name == "podman":
+                    raise DevClusterError(f"Cannot make the HTTPS certificates: {exc}") from exc
+                logger.warning("no HTTPS listener: %s", exc)
+        self._hosts = HostsFile(self.hosts_path)
+        self._proxy = ServiceProxy(self.store, hosts=self._hosts)
         self._kubelet = Kubelet(
             self.store,
             workdir=self.workdir,
@@ -150,6 +238,13 @@ class DevCluster:
             entrypoint=self.entrypoint,
             kubeconfig_for=self.kubeconfig_for,
             claim_dir=self.claim_dir,
+            runtime=runtime,
+            token_key=self.token_key,
+            project_image=self.image,
+            hosts_path=self.hosts_path,
+            ca_file=self.pki.ca_cert if self.pki is not None else None,
+            max_probe_period=self.max_probe_period,
+            engine_command=self.engine_command,
         )
         self.server.logs = self._kubelet
         self._controllers = [
@@ -165,6 +260,7 @@ class DevCluster:
             self.store.subscribe(controller.on_event)
             controller.start()
         self.store.subscribe(self._kubelet.on_event)
+        self.store.subscribe(self._proxy.on_event)
         self._bootstrap()
         runner = web.AppRunner(
             self.server.application(),
@@ -174,17 +270,53 @@ class DevCluster:
             handler_cancellation=True,
         )
         await runner.setup()
+        if self.pki is not None:
+            # Before the HTTP listener: no pod can be created before containers can learn
+            # where the in-cluster endpoint is.
+            await self._start_https(self.pki)
         site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
         try:
             await site.start()
         except OSError as exc:
             await runner.cleanup()
+            if self._https_runner is not None:
+                await self._https_runner.cleanup()
+                self._https_runner = None
             raise DevClusterError(f"Cannot listen on {self.host}:{self.port}: {exc}.") from exc
         self._runner = runner
         self.port = int(runner.addresses[0][1])
         self.url = f"http://{self.host}:{self.port}"
         self.server.address = f"{self.host}:{self.port}"
         write_kubeconfig(self.kubeconfig_path, self.url)
+
+    async def _start_https(self, pki: Pki) -> None:
+        runner = web.AppRunner(
+            self.server.application(),
+            handle_signals=False,
+            access_log=logging.getLogger("kyai.devcluster.access") if self._access_log else None,
+            shutdown_timeout=1.0,
+            handler_cancellation=True,
+        )
+        await runner.setup()
+        site = web.TCPSite(
+            runner,
+            self.host,
+            self.https_port or 0,
+            reuse_address=True,
+            ssl_context=pki.server_context(),
+        )
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise DevClusterError(
+                f"Cannot listen on {self.host}:{self.https_port} (HTTPS): {exc}."
+            ) from exc
+        self._https_runner = runner
+        self.https_port = int(runner.addresses[0][1])
+        endpoint = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        self.https_url = f"https://{endpoint}:{self.https_port}"
+        self.kubelet.service_endpoint = (endpoint, self.https_port)
 
     def _bootstrap(self) -> None:
         namespaces = self.store.type_for(*NAMESPACES)
@@ -228,7 +360,7 @@ class DevCluster:
                     "kubeletVersion": KUBERNETES_VERSION["gitVersion"],
                     "operatingSystem": "linux",
                     "architecture": "amd64",
-                    "containerRuntimeVersion": "local-process://1",
+                    "containerRuntimeVersion": f"{self.runtime_name}://1",
                 },
             },
         )
@@ -238,12 +370,17 @@ class DevCluster:
         self.server.stop_streams()
         if self._kubelet is not None:
             await self._kubelet.close()
+        if self._proxy is not None:
+            await self._proxy.close()
         for controller in self._controllers:
             await controller.stop()
         self._controllers = []
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._https_runner is not None:
+            await self._https_runner.cleanup()
+            self._https_runner = None
         if self._own_workdir and self.workdir != Path():
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -293,6 +430,15 @@ class DevClusterThread:
     def workdir(self) -> Path:
         """The working directory (volumes, logs)."""
         return self.cluster.workdir
+
+    @property
+    def hosts_path(self) -> Path:
+        """The hosts file with Service names."""
+        return self.cluster.hosts_path
+
+    def network_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """See :meth:`DevCluster.network_env`."""
+        return self.cluster.network_env(base)
 
     def start(self, *, timeout: float = 30.0) -> None:
         """Start the thread and wait until the server listens."""

@@ -10,7 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kyai.devcluster._kubelet import DEFAULT_ENTRYPOINT, DEFAULT_LOCAL_IMAGES
+from kyai.devcluster._kubelet import (
+    DEFAULT_ENTRYPOINT,
+    DEFAULT_LOCAL_IMAGES,
+    DEFAULT_PROJECT_IMAGE,
+    ENGINE_IMAGES,
+)
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -52,7 +57,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="PATTERN",
         default=None,
         help=(
-            "image pattern (fnmatch) whose Job pods run as local processes; repeatable "
+            "image pattern (fnmatch) of the project's image: its pods run as written (local "
+            "processes, or containers of --image in podman when missing there); repeatable "
             f"(default: {', '.join(DEFAULT_LOCAL_IMAGES)})"
         ),
     )
@@ -60,6 +66,36 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--entrypoint",
         default=" ".join(DEFAULT_ENTRYPOINT),
         help="command run for a local-image container without a command (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--runtime",
+        choices=("process", "podman"),
+        default="process",
+        help=(
+            "how pods run: as local processes (fast, the default) or as podman containers "
+            "of their images"
+        ),
+    )
+    parser.add_argument(
+        "--image",
+        default=DEFAULT_PROJECT_IMAGE,
+        help=(
+            "podman runtime: the project image run for local-image patterns missing from "
+            "podman's store and for the engine stand-in (images matching "
+            f"{', '.join(ENGINE_IMAGES)}) (default: %(default)s)"
+        ),
+    )
+    parser.add_argument(
+        "--https-port",
+        type=int,
+        default=0,
+        help="port of the HTTPS listener in-cluster clients use; 0 picks a free one",
+    )
+    parser.add_argument(
+        "--max-probe-period",
+        type=float,
+        default=1.0,
+        help="cap on probes' periodSeconds (0: no cap; default: %(default)s)",
     )
     parser.add_argument(
         "--verbose", action="store_true", help="log requests and controller activity"
@@ -87,6 +123,10 @@ async def _serve(args: argparse.Namespace) -> int:
         local_images=args.local_images or DEFAULT_LOCAL_IMAGES,
         entrypoint=tuple(args.entrypoint.split()),
         access_log=args.verbose,
+        runtime=args.runtime,
+        image=args.image,
+        https_port=args.https_port,
+        max_probe_period=args.max_probe_period or None,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -99,6 +139,9 @@ async def _serve(args: argparse.Namespace) -> int:
         return 1
     try:
         print(f"kyai devcluster serving at {cluster.url}", flush=True)
+        if cluster.https_url:
+            print(f"in-cluster HTTPS at {cluster.https_url}", flush=True)
+        print(f"runtime: {cluster.runtime_name}", flush=True)
         print(f"kubeconfig: {cluster.kubeconfig_path}", flush=True)
         print(f"workdir: {cluster.workdir}", flush=True)
         print(f"  export KUBECONFIG={cluster.kubeconfig_path}", flush=True)

@@ -1,0 +1,368 @@
+"""Long-running pods in the process runtime: probes, restarts, images, tokens, HTTPS."""
+
+from __future__ import annotations
+
+import ssl
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from devcluster.helpers import Api
+from kyai.devcluster import DevCluster
+from kyai.devcluster._tokens import verify
+
+NS = "/api/v1/namespaces/default"
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+JOBS = "/apis/batch/v1/namespaces/default/jobs"
+IMAGE = "ghcr.io/kyai-io/kyai-operator:test"
+
+
+def deployment(name: str, container: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", **container}], **spec},
+            },
+        },
+    }
+
+
+async def only_pod(api: Api, app: str) -> dict[str, Any]:
+    listing = await api.wait_for(f"{NS}/pods", lambda items: len(items["items"]) == 1, timeout=20)
+    pods = [p for p in listing["items"] if p["metadata"]["labels"].get("app") == app]
+    assert len(pods) == 1
+    return pods[0]  # type: ignore[no-any-return]
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    return any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+async def test_readiness_follows_an_exec_probe_and_the_deployment_follows(
+    api: Api, cluster: DevCluster
+) -> None:
+    sleeper = {
+        "image": IMAGE,
+        "command": ["python", "-c", "import time; time.sleep(600)"],
+        "volumeMounts": [{"name": "state", "mountPath": "/state"}],
+        "readinessProbe": {
+            "exec": {"command": ["test", "-f", "/state/ready"]},
+            "periodSeconds": 1,
+            "failureThreshold": 1,
+        },
+    }
+    await api.ok(
+        "POST",
+        DEPLOYMENTS,
+        deployment("gate", sleeper, volumes=[{"name": "state", "emptyDir": {}}]),
+    )
+    pod = await only_pod(api, "gate")
+    name = pod["metadata"]["name"]
+    running = await api.wait_for(
+        f"{NS}/pods/{name}",
+        lambda p: (
+            p["status"].get("phase") == "Running" and p["status"]["containerStatuses"][0]["started"]
+        ),
+    )
+    assert not ready(running)
+    flag = cluster.kubelet.pod_dir("default", name) / "volumes" / "state" / "ready"
+    flag.write_text("yes")
+    await api.wait_for(f"{NS}/pods/{name}", ready)
+    await api.wait_for(
+        f"{DEPLOYMENTS}/gate", lambda d: d.get("status", {}).get("availableReplicas") == 1
+    )
+    flag.unlink()
+    await api.wait_for(f"{NS}/pods/{name}", lambda p: not ready(p))
+    unavailable = await api.wait_for(
+        f"{DEPLOYMENTS}/gate", lambda d: not d.get("status", {}).get("availableReplicas")
+    )
+    assert unavailable["status"]["unavailableReplicas"] == 1
+
+
+async def test_a_crashing_container_restarts_with_back_off_and_its_message(api: Api) -> None:
+    crasher = {
+        "image": IMAGE,
+        "command": ["python", "-c", "import sys; print('bad config: port'); sys.exit(3)"],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    await api.ok("POST", DEPLOYMENTS, deployment("crash", crasher))
+    pod = await only_pod(api, "crash")
+    crashed = await api.wait_for(
+        f"{NS}/pods/{pod['metadata']['name']}",
+        lambda p: (p["status"].get("containerStatuses") or [{}])[0].get("restartCount", 0) >= 2,
+        timeout=30,
+    )
+    status = crashed["status"]["containerStatuses"][0]
+    assert status["lastState"]["terminated"]["exitCode"] == 3
+    assert status["lastState"]["terminated"]["reason"] == "Error"
+    assert "bad config: port" in status["lastState"]["terminated"]["message"]
+    assert not ready(crashed)
+
+
+async def test_termination_message_file_of_a_job_pod(api: Api) -> None:
+    script = "import sys; open('/dev/termination-log', 'w').write('quota exceeded'); sys.exit(4)"
+    await api.ok(
+        "POST",
+        JOBS,
+        {
+            "metadata": {"name": "msg"},
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {"name": "main", "image": IMAGE, "command": ["python", "-c", script]}
+                        ],
+                    }
+                },
+            },
+        },
+    )
+    listing = await api.wait_for(
+        f"{NS}/pods",
+        lambda items: any(p["status"].get("phase") == "Failed" for p in items["items"]),
+        timeout=30,
+    )
+    terminated = listing["items"][0]["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated == {**terminated, "exitCode": 4, "reason": "Error"}
+    assert terminated["message"] == "quota exceeded"
+
+
+async def test_other_images_wait_in_image_pull_back_off(api: Api) -> None:
+    await api.ok("POST", DEPLOYMENTS, deployment("web", {"image": "nginx:1.27"}))
+    pod = await only_pod(api, "web")
+    path = f"{NS}/pods/{pod['metadata']['name']}"
+
+    def waiting(reason: str) -> Any:
+        def check(p: dict[str, Any]) -> bool:
+            statuses = p["status"].get("containerStatuses") or [{}]
+            return bool(statuses[0].get("state", {}).get("waiting", {}).get("reason") == reason)
+
+        return check
+
+    first = await api.wait_for(path, waiting("ErrImagePull"))
+    message = first["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert 'Failed to pull image "nginx:1.27"' in message
+    later = await api.wait_for(path, waiting("ImagePullBackOff"), timeout=10)
+    assert later["status"]["phase"] == "Pending" and not ready(later)
+    events = await api.ok(
+        "GET",
+        f"{NS}/events",
+        params={"fieldSelector": f"involvedObject.uid={pod['metadata']['uid']}"},
+    )
+    assert {(e["type"], e["reason"]) for e in events["items"]} == {("Warning", "Failed")}
+    assert "Error: ErrImagePull" in {e["message"] for e in events["items"]}
+
+
+async def test_engine_images_run_the_stand_in_with_their_command_line(tmp_path: Path) -> None:
+    recorder = tmp_path / "engine.py"
+    recorder.write_text(
+        "import http.server, json, os, sys\n"
+        "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
+        "host = os.environ['KYAI_DEVCLUSTER_POD_IP']\n"
+        "print(json.dumps({'argv': sys.argv[1:], 'host': host}), flush=True)\n"
+        "http.server.HTTPServer((host, port), http.server.SimpleHTTPRequestHandler)"
+        ".serve_forever()\n"
+    )
+    engine = {
+        "image": "vllm/vllm-openai:v0.8.5",
+        "command": ["vllm", "serve"],
+        "args": ["Qwen/Qwen3-8B", "--host", "0.0.0.0", "--port", "$(PORT)"],
+        "env": [{"name": "PORT", "value": "8000"}],
+        "readinessProbe": {"tcpSocket": {"port": 8000}, "periodSeconds": 1},
+    }
+    async with (
+        DevCluster(
+            workdir=tmp_path / "work", engine_command=(sys.executable, str(recorder))
+        ) as cluster,
+        aiohttp.ClientSession() as session,
+    ):
+        api = Api(session, cluster.url)
+        await api.ok("POST", DEPLOYMENTS, deployment("engine", engine))
+        pod = await only_pod(api, "engine")
+        name = pod["metadata"]["name"]
+        served = await api.wait_for(f"{NS}/pods/{name}", ready, timeout=30)
+        status, log = await api.get(f"{NS}/pods/{name}/log")
+        assert status == 200
+        record = yaml.safe_load(log.splitlines()[0])
+        assert record["argv"] == [
+            "vllm", "serve", "Qwen/Qwen3-8B", "--host", "0.0.0.0", "--port", "8000"
+        ]  # fmt: skip
+        assert record["host"] == served["status"]["podIP"]
+
+
+async def test_pods_get_their_service_account_token(api: Api, cluster: DevCluster) -> None:
+    await api.ok("POST", f"{NS}/serviceaccounts", {"metadata": {"name": "worker"}})
+    script = "import os; print(os.environ['KUBECONFIG'])"
+    await api.ok(
+        "POST",
+        JOBS,
+        {
+            "metadata": {"name": "whoami"},
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "serviceAccountName": "worker",
+                        "containers": [
+                            {"name": "main", "image": IMAGE, "command": ["python", "-c", script]}
+                        ],
+                    }
+                },
+            },
+        },
+    )
+    listing = await api.wait_for(
+        f"{NS}/pods",
+        lambda items: any(p["status"].get("phase") == "Succeeded" for p in items["items"]),
+        timeout=30,
+    )
+    name = listing["items"][0]["metadata"]["name"]
+    _, log = await api.get(f"{NS}/pods/{name}/log")
+    config = yaml.safe_load(Path(log.strip()).read_text())
+    token = config["users"][0]["user"]["token"]
+    identity = verify(cluster.token_key, token)
+    assert identity is not None and identity.username == "system:serviceaccount:default:worker"
+    assert config["contexts"][0]["context"]["namespace"] == "default"
+    files = cluster.kubelet.pod_dir("default", name) / "serviceaccount"
+    assert (files / "token").read_text() == token
+    assert (files / "namespace").read_text() == "default"
+    assert "BEGIN CERTIFICATE" in (files / "ca.crt").read_text()
+
+
+async def test_https_listener_is_trusted_with_the_pods_ca(cluster: DevCluster) -> None:
+    assert cluster.pki is not None and cluster.https_url.startswith("https://127.0.0.1:")
+    context = ssl.create_default_context(cafile=str(cluster.pki.ca_cert))
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{cluster.https_url}/version", ssl=context) as response,
+    ):
+        assert response.status == 200
+        assert (await response.json())["major"] == "1"
+    untrusted = ssl.create_default_context()
+    async with aiohttp.ClientSession() as session:
+        try:
+            async with session.get(f"{cluster.https_url}/version", ssl=untrusted):
+                raise AssertionError("a client without the devcluster's CA was accepted")
+        except aiohttp.ClientConnectorCertificateError:
+            pass
+
+
+def flag_container(**probes: Any) -> dict[str, Any]:
+    return {
+        "image": IMAGE,
+        "command": ["python", "-c", "import time; time.sleep(600)"],
+        "volumeMounts": [{"name": "state", "mountPath": "/state"}],
+        **probes,
+    }
+
+
+async def test_a_startup_probe_holds_readiness_until_it_passes(
+    api: Api, cluster: DevCluster
+) -> None:
+    probe = {
+        "exec": {"command": ["test", "-f", "/state/started"]},
+        "periodSeconds": 1,
+        "failureThreshold": 100,
+    }
+    await api.ok(
+        "POST",
+        DEPLOYMENTS,
+        deployment(
+            "slow",
+            flag_container(startupProbe=probe),
+            volumes=[{"name": "state", "emptyDir": {}}],
+        ),
+    )
+    pod = await only_pod(api, "slow")
+    name = pod["metadata"]["name"]
+    await api.wait_for(f"{NS}/pods/{name}", lambda p: p["status"].get("phase") == "Running")
+    status = (await api.ok("GET", f"{NS}/pods/{name}"))["status"]
+    assert status["containerStatuses"][0]["started"] is False and not ready({"status": status})
+    (cluster.kubelet.pod_dir("default", name) / "volumes" / "state" / "started").touch()
+    started = await api.wait_for(f"{NS}/pods/{name}", ready)
+    assert started["status"]["containerStatuses"][0]["started"] is True
+
+
+async def test_a_failing_liveness_probe_restarts_the_container(api: Api) -> None:
+    probe = {
+        "exec": {"command": ["test", "-f", "/state/alive"]},
+        "periodSeconds": 1,
+        "failureThreshold": 1,
+    }
+    await api.ok(
+        "POST",
+        DEPLOYMENTS,
+        deployment(
+            "dying",
+            flag_container(livenessProbe=probe),
+            volumes=[{"name": "state", "emptyDir": {}}],
+        ),
+    )
+    pod = await only_pod(api, "dying")
+    name = pod["metadata"]["name"]
+    restarted = await api.wait_for(
+        f"{NS}/pods/{name}",
+        lambda p: (p["status"].get("containerStatuses") or [{}])[0].get("restartCount", 0) >= 1,
+        timeout=30,
+    )
+    last = restarted["status"]["containerStatuses"][0]["lastState"]["terminated"]
+    assert last["exitCode"] == 143 and last["reason"] == "Error"  # SIGTERM
+    events = await api.ok("GET", f"{NS}/events")
+    assert any(
+        e["reason"] == "Unhealthy" and e["message"].startswith("Liveness probe failed")
+        for e in events["items"]
+        if e["involvedObject"]["name"] == name
+    )
+
+
+async def test_pods_without_a_mounted_token_get_no_credentials(
+    api: Api, cluster: DevCluster
+) -> None:
+    await api.ok(
+        "POST",
+        f"{NS}/serviceaccounts",
+        {"metadata": {"name": "quiet"}, "automountServiceAccountToken": False},
+    )
+    script = "import os; print(os.environ['KUBECONFIG'])"
+    await api.ok(
+        "POST",
+        JOBS,
+        {
+            "metadata": {"name": "anonymous"},
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "serviceAccountName": "quiet",
+                        "containers": [
+                            {"name": "main", "image": IMAGE, "command": ["python", "-c", script]}
+                        ],
+                    }
+                },
+            },
+        },
+    )
+    listing = await api.wait_for(
+        f"{NS}/pods",
+        lambda items: any(p["status"].get("phase") == "Succeeded" for p in items["items"]),
+        timeout=30,
+    )
+    name = listing["items"][0]["metadata"]["name"]
+    _, log = await api.get(f"{NS}/pods/{name}/log")
+    config = yaml.safe_load(Path(log.strip()).read_text())
+    assert config["users"][0]["user"] == {}
+    assert not (cluster.kubelet.pod_dir("default", name) / "serviceaccount").exists()

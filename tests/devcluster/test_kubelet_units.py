@@ -1,0 +1,155 @@
+"""Units of the kubelet side: podman command lines, quantities, probes' timing, addresses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kyai.devcluster._kubelet import Kubelet
+from kyai.devcluster._network import POD_NETWORK, AddressPool, HostsFile, service_names
+from kyai.devcluster._probes import ProbeTiming, resolve_port
+from kyai.devcluster._runtime import Launch, Mount, StartError, parse_quantity, podman_run_argv
+from kyai.devcluster._store import Store
+
+
+def launch(tmp_path: Path, **overrides: object) -> Launch:
+    values: dict[str, object] = {
+        "pod_uid": "0123456789abcdef",
+        "pod_name": "worker-x",
+        "namespace": "team",
+        "name": "main",
+        "image": "localhost/kyai-operator:dev",
+        "argv": ["generate", "--run", "r1"],
+        "entrypoint": False,
+        "env": {"API_KEY": "s3cret-value", "PATH": "/opt/kyai/bin:/usr/bin"},
+        "mounts": [
+            Mount("/data", str(tmp_path / "claim")),
+            Mount("/etc/cfg", str(tmp_path / "cfg"), read_only=True),
+        ],
+        "working_dir": None,
+        "log_path": tmp_path / "main.log",
+        "termination_path": tmp_path / "termination",
+        "termination_message_path": "/dev/termination-log",
+        "security": {},
+    }
+    values.update(overrides)
+    return Launch(**values)  # type: ignore[arg-type]
+
+
+def test_podman_command_line_keeps_env_values_off_it(tmp_path: Path) -> None:
+    argv = podman_run_argv(launch(tmp_path))
+    assert "s3cret-value" not in " ".join(argv)
+    assert argv[argv.index("API_KEY") - 1] == "--env"
+    assert "--env" in argv and "PATH=/opt/kyai/bin:/usr/bin" in argv
+    assert argv[:3] == ["podman", "--runtime", "runc"]
+    assert argv[argv.index("--network") + 1] == "host"
+    assert f"{tmp_path / 'claim'}:/data:rw" in argv
+    assert f"{tmp_path / 'cfg'}:/etc/cfg:ro" in argv
+    assert f"{tmp_path / 'termination'}:/dev/termination-log:rw" in argv
+    assert argv[-4:] == ["localhost/kyai-operator:dev", "generate", "--run", "r1"]
+    assert "--entrypoint" not in argv and "--user" not in argv and "--read-only" not in argv
+
+
+def test_podman_command_line_maps_the_security_context(tmp_path: Path) -> None:
+    security = {
+        "runAsUser": 65532,
+        "runAsGroup": 65533,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+    }
+    argv = podman_run_argv(
+        launch(
+            tmp_path,
+            security=security,
+            argv=["python", "-m", "x"],
+            entrypoint=True,
+            memory_limit=2**30,
+        )
+    )
+    assert argv[argv.index("--user") + 1] == "65532:65533"
+    assert "--read-only" in argv and "--read-only-tmpfs=false" in argv
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+    assert argv[argv.index("--cap-add") + 1] == "NET_BIND_SERVICE"
+    assert argv[argv.index("--security-opt") + 1] == "no-new-privileges"
+    assert argv[argv.index("--memory") + 1] == str(2**30)
+    assert argv[argv.index("--entrypoint") + 1] == '["python"]'
+    assert argv[-3:] == ["localhost/kyai-operator:dev", "-m", "x"]
+    with pytest.raises(StartError, match="runAsGroup"):
+        podman_run_argv(launch(tmp_path, security={"runAsGroup": 1}))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("512Mi", 512 * 2**20), ("1Gi", 2**30), ("2G", 2 * 10**9), ("1e3", 1000), ("100", 100)],
+)
+def test_memory_quantities(text: str, expected: int) -> None:
+    assert parse_quantity(text) == expected
+
+
+def test_bad_quantity_is_named() -> None:
+    with pytest.raises(ValueError, match="12 bytes"):
+        parse_quantity("12 bytes")
+
+
+def test_probe_timing_defaults_and_cap() -> None:
+    timing = ProbeTiming.of({}, max_period=None)
+    assert timing == ProbeTiming(0.0, 10.0, 1.0, 1, 3)
+    capped = ProbeTiming.of(
+        {"periodSeconds": 10, "initialDelaySeconds": 30, "failureThreshold": 60}, max_period=1
+    )
+    assert (capped.period, capped.initial_delay, capped.failure_threshold) == (1, 30, 60)
+
+
+def test_probe_ports_by_number_or_name() -> None:
+    container = {"ports": [{"name": "http", "containerPort": 8000}]}
+    assert resolve_port(container, "http") == 8000
+    assert resolve_port(container, 9000) == 9000
+    assert resolve_port(container, "9001") == 9001
+    with pytest.raises(ValueError, match="'metrics'"):
+        resolve_port(container, "metrics")
+
+
+def test_addresses_are_unique_loopback_and_reused_after_release() -> None:
+    pool = AddressPool(POD_NETWORK)
+    first, second = pool.allocate("a"), pool.allocate("b")
+    assert first != second and first.startswith("127.10.") and pool.allocate("a") == first
+    assert not first.endswith((".0", ".1", ".255"))
+    pool.release("a")
+    assert pool.get("a") is None
+    assert len({pool.allocate(str(n)) for n in range(300)}) == 300
+
+
+def test_hosts_file_is_rewritten_in_place(tmp_path: Path) -> None:
+    hosts = HostsFile(tmp_path / "hosts")
+    inode = hosts.path.stat().st_ino
+    hosts.set("uid-1", "127.96.0.2", service_names("llm", "team"))
+    text = hosts.path.read_text()
+    assert "127.96.0.2\tllm llm.team llm.team.svc llm.team.svc.cluster.local\n" in text
+    assert "127.0.0.1\tlocalhost" in text
+    hosts.remove("uid-1")
+    assert "llm" not in hosts.path.read_text()
+    assert hosts.path.stat().st_ino == inode  # bind mounts of the file keep seeing it
+
+
+async def test_image_plans_of_the_process_runtime(tmp_path: Path) -> None:
+    kubelet = Kubelet(
+        Store(),
+        workdir=tmp_path,
+        kubeconfig_for=lambda namespace, token=None: tmp_path / "kubeconfig",
+        claim_dir=lambda namespace, claim: tmp_path / claim,
+    )
+    assert await kubelet.plan_image("ghcr.io/kyai-io/kyai-operator:1.0") == (
+        "local",
+        "ghcr.io/kyai-io/kyai-operator:1.0",
+    )
+    for engine in (
+        "vllm/vllm-openai:v0.8.5",
+        "lmsysorg/sglang:v0.4.6-cu124",
+        "nvcr.io/nvidia/tensorrt-llm/release:0.20.0",
+    ):
+        assert (await kubelet.plan_image(engine))[0] == "engine"
+    assert await kubelet.plan_image("nginx") == ("missing", "nginx")
+    assert (await kubelet.plan_image("vllm/vllm-openai-rocm:v0.9"))[0] == "engine"
+    assert await kubelet.plan_image("vllm/other:1") == ("missing", "vllm/other:1")
