@@ -93,7 +93,8 @@ def test_the_charts_operator_runs_in_its_container_and_an_evaluation_succeeds(
             "apiVersion": "kyai.io/v1alpha1",
             "kind": "EngineArgsSet",
             "metadata": {"name": "owns-port", "namespace": "default"},
-            "spec": {"framework": "vllm", "args": {"port": 9000}},
+            # args.port is refused at admission (a CEL rule); extraArgs reach the operator.
+            "spec": {"framework": "vllm", "extraArgs": ["--port=9000"]},
         }
         kubectl("apply", "-f", "-", stdin=yaml.safe_dump(eas))
         status = wait_for_status(get, "engineargsset", "owns-port", lambda s: s.get("phase"), 120)
