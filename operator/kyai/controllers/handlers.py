@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import kopf
@@ -34,7 +34,7 @@ _R = TypeVar("_R")
 
 def _counted(
     kind: str, reconcile: Callable[Concatenate[Services, _P], Awaitable[_R]]
-) -> Callable[Concatenate[Services, _P], Awaitable[_R]]:
+) -> Callable[Concatenate[Services, _P], Coroutine[Any, Any, _R]]:
     """``reconcile`` counted and timed in the operator's self-metrics under ``kind``."""
 
     @functools.wraps(reconcile)
