@@ -26,11 +26,15 @@ def _to_lua(runtime: Any, value: Any) -> Any:
     return value
 
 
-def health(obj: dict[str, Any]) -> dict[str, str]:
-    """The health Argo CD computes for ``obj`` (``status`` and ``message``)."""
+def health(obj: dict[str, Any], script: str | None = None) -> dict[str, str]:
+    """The health Argo CD computes for ``obj`` (``status`` and ``message``).
+
+    ``script`` defaults to the kind's ``health.lua`` under ``config/argocd``.
+    """
     from lupa import LuaRuntime  # type: ignore[import-untyped]
 
-    script = (CUSTOMIZATIONS / obj["kind"] / "health.lua").read_text()
+    if script is None:
+        script = (CUSTOMIZATIONS / obj["kind"] / "health.lua").read_text()
     runtime = LuaRuntime(unpack_returned_tuples=False)
     runtime.globals().obj = _to_lua(runtime, obj)
     result = runtime.execute(script)

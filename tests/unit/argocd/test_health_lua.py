@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,42 @@ def test_a_passed_run_with_a_missed_threshold_is_degraded_not_healthy() -> None:
         "status": "Degraded",
         "message": "Thresholds missed: error rate 0.5000 > 0.1",
     }
+
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "charts" / "kyai-operator"
+HELM = ROOT / ".venv" / "bin" / "helm"
+
+
+def sources() -> dict[str, str]:
+    return {kind: (CUSTOMIZATIONS / kind / "health.lua").read_text() for kind in KINDS}
+
+
+def test_argocd_cm_forms_are_copies_of_the_checks() -> None:
+    """The argocd-cm patch and the chart's copies say what resource_customizations says."""
+    patch = yaml.safe_load((ROOT / "config" / "argocd" / "argocd-cm-patch.yaml").read_text())
+    expected = {f"resource.customizations.health.kyai.io_{k}": lua for k, lua in sources().items()}
+    assert patch == {"data": expected}, "regenerate config/argocd/argocd-cm-patch.yaml"
+    for kind, lua in sources().items():
+        copy = CHART / "argocd" / f"{kind}.lua"
+        assert copy.read_text() == lua, f"cp {CUSTOMIZATIONS / kind / 'health.lua'} {copy}"
+
+
+def test_the_chart_renders_the_checks_in_argocd_cm_form() -> None:
+    if not HELM.exists():
+        pytest.skip("helm is not installed: run scripts/install-helm.sh (make setup does)")
+    rendered = subprocess.run(
+        [str(HELM), "template", "kyai", str(CHART), "--set", "argocd.healthChecks.enabled=true",
+         "--show-only", "templates/argocd-health.yaml"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    config_map = yaml.safe_load(rendered)
+    assert config_map["kind"] == "ConfigMap"
+    data = config_map["data"]
+    assert set(data) == {f"resource.customizations.health.kyai.io_{kind}" for kind in KINDS}
+    # The rendered scripts run and judge the testdata as the sources do.
+    for kind in KINDS:
+        script = data[f"resource.customizations.health.kyai.io_{kind}"]
+        assert script.strip() == sources()[kind].strip()
+        for path, want in expected_cases(kind):
+            assert health(yaml.safe_load(path.read_text()), script) == want
