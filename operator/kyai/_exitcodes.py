@@ -10,7 +10,49 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 #: A server cannot be reached or is configured so that no request can succeed.
 EXIT_UNREACHABLE = 3
-#: A quality gate failed (reserved for a later issue).
+#: A quality gate failed: --fail-under / --max-error-rate of ``kyai run`` / ``kyai judge``.
 EXIT_GATE_FAILED = 4
 #: Interrupted (SIGINT, Ctrl-C): 128 + 2, as shells report it.
 EXIT_INTERRUPTED = 130
+
+#: What each exit status means, as ``--help`` lists them.
+MEANINGS: dict[int, str] = {
+    EXIT_OK: "success",
+    EXIT_FAILURE: "an unexpected failure",
+    EXIT_USAGE: "bad input: a flag, a file, a run directory",
+    EXIT_UNREACHABLE: "a server cannot be reached or is configured so that no request can succeed",
+    EXIT_GATE_FAILED: "a quality gate failed (--fail-under, --max-error-rate)",
+    EXIT_INTERRUPTED: "interrupted (SIGINT, Ctrl-C)",
+}
+
+#: The statuses each sub-command can exit with (others: every status but the gate's).
+COMMAND_CODES: dict[str, tuple[int, ...]] = {
+    "run": (
+        EXIT_OK,
+        EXIT_FAILURE,
+        EXIT_USAGE,
+        EXIT_UNREACHABLE,
+        EXIT_GATE_FAILED,
+        EXIT_INTERRUPTED,
+    ),
+    "judge": (
+        EXIT_OK,
+        EXIT_FAILURE,
+        EXIT_USAGE,
+        EXIT_UNREACHABLE,
+        EXIT_GATE_FAILED,
+        EXIT_INTERRUPTED,
+    ),
+}
+_DEFAULT_CODES = (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED)
+
+
+def exit_codes_epilog(command: str) -> str:
+    """The "exit status" section of a sub-command's ``--help``."""
+    codes = COMMAND_CODES.get(command, _DEFAULT_CODES)
+    meanings = dict(MEANINGS)
+    if EXIT_GATE_FAILED in codes:
+        meanings[EXIT_OK] = "success, whatever the score when no gate is set"
+    lines = ["exit status:"]
+    lines += [f"  {code:<4} {meanings[code]}" for code in codes]
+    return "\n".join(lines)

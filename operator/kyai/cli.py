@@ -11,15 +11,17 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from kyai import __version__
-from kyai._exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from kyai._exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_codes_epilog
 
 #: Modules that contribute sub-commands, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "kyai.evaluation.cli",
     "kyai.manager",
     "kyai.devcluster.cli",
+    "kyai.leaderboard",
 )
 
 __all__ = ["EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -36,7 +38,30 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         module = importlib.import_module(name)
         module.register(subparsers)
+    _add_exit_codes(parser, subparsers)
     return parser
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, keeping the lines of the "exit status:" epilog as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("exit status:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _add_exit_codes(
+    parser: argparse.ArgumentParser, subparsers: argparse._SubParsersAction[Any]
+) -> None:
+    """Every command's ``--help`` ends with the exit statuses it can return."""
+    parser.epilog = exit_codes_epilog("kyai")
+    parser.formatter_class = _HelpFormatter
+    for command, subparser in subparsers.choices.items():
+        assert subparser.epilog is None, f"kyai {command}: the exit statuses are its epilog"
+        assert subparser.formatter_class is argparse.HelpFormatter, command
+        subparser.epilog = exit_codes_epilog(command)
+        subparser.formatter_class = _HelpFormatter
 
 
 def main(argv: Sequence[str] | None = None) -> int:

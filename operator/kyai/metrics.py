@@ -3,22 +3,35 @@
 The per-run series are produced at scrape time from the runs the operator currently sees,
 so the series of a deleted run disappear with it. Labels are bounded: one series per run
 (and per error kind), never per question or request.
+
+The operator's own series (``kyai_operator_*``): build info, reconciles per kind and
+result, their errors and durations, and the standard ``process_*`` collector.
 """
 
 from __future__ import annotations
 
 import logging
+import platform
 import threading
+import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    start_http_server,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from pydantic import ValidationError
 
+from kyai import __version__
 from kyai.api import EvaluationRunStatus
 
 log = logging.getLogger(__name__)
@@ -104,6 +117,41 @@ class RunMetrics(Collector):
         self._lock = threading.Lock()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
+        ProcessCollector(registry=self.registry)
+        self.reconciles = Counter(
+            "kyai_operator_reconcile",
+            "Reconciles of the operator by kind and result (success or error).",
+            ("kind", "result"),
+            registry=self.registry,
+        )
+        self.reconcile_errors = Counter(
+            "kyai_operator_reconcile_errors",
+            "Reconciles of the operator that raised, by kind.",
+            ("kind",),
+            registry=self.registry,
+        )
+        self.reconcile_duration = Histogram(
+            "kyai_operator_reconcile_duration_seconds",
+            "Wall time of one reconcile, by kind.",
+            ("kind",),
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=self.registry,
+        )
+
+    @contextmanager
+    def reconciling(self, kind: str) -> Iterator[None]:
+        """Count and time one reconcile of ``kind``; an exception counts as an error."""
+        started = time.perf_counter()
+        try:
+            yield
+        except BaseException:
+            self.reconciles.labels(kind=kind, result="error").inc()
+            self.reconcile_errors.labels(kind=kind).inc()
+            raise
+        else:
+            self.reconciles.labels(kind=kind, result="success").inc()
+        finally:
+            self.reconcile_duration.labels(kind=kind).observe(time.perf_counter() - started)
 
     def observe(self, body: Mapping[str, Any]) -> None:
         """Record the current state of a run."""
@@ -125,8 +173,20 @@ class RunMetrics(Collector):
             "KYAI average score of a succeeded run (0..1; errors count 0).",
             labels=RUN_LABELS,
         )
+        build = GaugeMetricFamily(
+            "kyai_operator_build_info",
+            "The operator's version and Python (always 1).",
+            labels=("version", "python_version"),
+        )
+        build.add_metric((__version__, platform.python_version()), 1.0)
+        latency_seconds = GaugeMetricFamily(
+            "kyai_evaluation_latency_seconds",
+            "Mean latency of the candidate's successful answers, in seconds.",
+            labels=RUN_LABELS,
+        )
         latency = GaugeMetricFamily(
             "kyai_evaluation_latency_ms",
+            "Deprecated: use kyai_evaluation_latency_seconds; removed in the next release. "
             "Mean latency of the candidate's successful answers, in milliseconds.",
             labels=RUN_LABELS,
         )
@@ -155,6 +215,7 @@ class RunMetrics(Collector):
                 score.add_metric(run.labels, float(run.avg_score))
             if run.avg_latency_ms is not None:
                 latency.add_metric(run.labels, float(run.avg_latency_ms))
+                latency_seconds.add_metric(run.labels, float(run.avg_latency_ms) / 1000.0)
             if run.questions is not None:
                 questions.add_metric(run.labels, float(run.questions))
             for kind, count in sorted(run.errors.items()):
@@ -163,7 +224,7 @@ class RunMetrics(Collector):
                 duration.add_metric(run.labels, run.duration_seconds)
         for (namespace, phase), count in sorted(counts.items()):
             phases.add_metric((namespace, phase), float(count))
-        yield from (score, latency, questions, errors, duration, phases)
+        yield from (build, score, latency_seconds, latency, questions, errors, duration, phases)
 
     def serve(self, port: int, *, address: str = "0.0.0.0") -> None:
         """Serve /metrics on ``port`` from a background thread."""

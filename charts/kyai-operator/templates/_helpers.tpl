@@ -18,6 +18,10 @@
 {{- end }}
 {{- end }}
 
+{{- define "kyai-operator.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "kyai-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "kyai-operator.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -48,14 +52,34 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* Images ----------------------------------------------------------------------------- */}}
 
+{{/* repository@digest when image.digest is set, else repository:tag. */}}
 {{- define "kyai-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
+{{- end }}
 
+{{/* The workers run the operator's image (digest included) unless workerImage names another. */}}
 {{- define "kyai-operator.workerImage" -}}
+{{- if or .Values.workerImage.repository .Values.workerImage.tag }}
 {{- $repository := default .Values.image.repository .Values.workerImage.repository }}
 {{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.workerImage.tag }}
 {{- printf "%s:%s" $repository $tag }}
+{{- else }}
+{{- include "kyai-operator.image" . }}
+{{- end }}
+{{- end }}
+
+{{/* Whether to render the ServiceMonitor: true, false, or "auto" (when the cluster serves
+     monitoring.coreos.com/v1 ServiceMonitors; `helm template` needs
+     --api-versions monitoring.coreos.com/v1/ServiceMonitor or enabled=true). */}}
+{{- define "kyai-operator.serviceMonitorEnabled" -}}
+{{- $enabled := .Values.metrics.serviceMonitor.enabled }}
+{{- if eq (toString $enabled) "auto" }}
+{{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor" }}true{{ end }}
+{{- else if $enabled }}true{{ end }}
 {{- end }}
 
 {{/* RBAC: the rules the operator needs, shared by the ClusterRole and the per-namespace Roles.

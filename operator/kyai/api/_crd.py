@@ -171,7 +171,7 @@ def crd(
         "kind": "CustomResourceDefinition",
         "metadata": {
             "name": f"{plural}.{GROUP}",
-            "labels": {"app.kubernetes.io/part-of": "kyai-operator"},
+            "labels": {"app.kubernetes.io/part-of": "kyai"},
         },
         "spec": {
             "group": GROUP,

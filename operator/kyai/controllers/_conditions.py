@@ -7,6 +7,7 @@ condition records the ``observedGeneration`` it was computed from.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from kyai._clock import now as now  # re-exported: c.now() in the controllers
@@ -17,6 +18,9 @@ READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 PASSED = "Passed"
+# kstatus (sigs.k8s.io/cli-utils/pkg/kstatus): "abnormal-true" conditions.
+RECONCILING = "Reconciling"
+STALLED = "Stalled"
 
 # Reasons (CamelCase, one vocabulary for all kinds).
 INVALID_SPEC = "InvalidSpec"
@@ -109,3 +113,73 @@ def validation_message(error: Exception) -> str:
         message = item["msg"].removeprefix("Value error, ")
         parts.append(f"spec.{location}: {message}" if location else message)
     return "; ".join(parts)
+
+
+#: Phases in which an object is still being worked on, per kind (kstatus ``Reconciling``).
+RECONCILING_PHASES: Mapping[str, frozenset[str]] = {
+    "EvaluationRun": frozenset({"Pending", "Generating", "Judging"}),
+    "Workload": frozenset({"Pending", "Deploying"}),
+    "Snapshot": frozenset({"Pending", "Resolving"}),
+    "EngineArgsSet": frozenset(),
+}
+#: Phases that cannot progress without a change by a person (kstatus ``Stalled``).
+STALLED_PHASES: Mapping[str, frozenset[str]] = {
+    "EvaluationRun": frozenset({"Failed"}),
+    "Workload": frozenset({"Failed"}),
+    "Snapshot": frozenset({"Failed"}),
+    "EngineArgsSet": frozenset({"Invalid"}),
+}
+#: Waiting reasons for an object that does not exist: Stalled once the grace period is over.
+MISSING_REFERENCE = frozenset(
+    {WORKLOAD_NOT_FOUND, SNAPSHOT_NOT_FOUND, SOURCE_RUN_NOT_FOUND, ENGINE_ARGS_NOT_FOUND}
+)
+#: How long a missing reference is waited for before the object is called Stalled.
+MISSING_REFERENCE_GRACE_SECONDS = 300.0
+
+
+def _age_seconds(since: str | None, at: str) -> float:
+    if not since:
+        return 0.0
+    try:
+        start = datetime.fromisoformat(since.replace("Z", "+00:00"))
+        end = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return (end - start).total_seconds()
+
+
+def kstatus_changes(
+    kind: str,
+    phase: str,
+    reason: str,
+    message: str,
+    *,
+    created: str | None = None,
+    at: str | None = None,
+) -> list[tuple[str, bool, str, str]]:
+    """``Reconciling`` and ``Stalled`` for an object of ``kind`` in ``phase``.
+
+    kstatus reads an object as InProgress while ``Reconciling`` is True, Failed while
+    ``Stalled`` is True, and Current otherwise (with ``observedGeneration`` caught up), so
+    both are always written, False when they do not hold. ``reason``/``message`` are those
+    of the phase (the ``Ready`` condition's). A wait for an object that does not exist
+    (``MISSING_REFERENCE``) turns Stalled once the object is older than the grace period.
+    """
+    reconciling = phase in RECONCILING_PHASES.get(kind, frozenset())
+    stalled = phase in STALLED_PHASES.get(kind, frozenset())
+    if (
+        reconciling
+        and reason in MISSING_REFERENCE
+        and _age_seconds(created, at or now()) >= MISSING_REFERENCE_GRACE_SECONDS
+    ):
+        reconciling, stalled = False, True
+        message = f"{message} (for more than {MISSING_REFERENCE_GRACE_SECONDS:.0f}s)"
+    return [
+        (
+            RECONCILING,
+            reconciling,
+            reason if reconciling else phase,
+            message if reconciling else "",
+        ),
+        (STALLED, stalled, reason if stalled else phase, message if stalled else ""),
+    ]

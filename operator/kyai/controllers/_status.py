@@ -63,9 +63,56 @@ class StatusWriter:
             )
         return [Condition.model_validate(condition) for condition in conditions]
 
+    def _kstatus(self, fields: StatusBase) -> None:
+        """Add ``Reconciling``/``Stalled`` to a write that sets the phase and the conditions.
+
+        The three controllers set ``phase`` and ``Ready``; kstatus' two conditions follow
+        from them here, in one place, for every kind (see :func:`c.kstatus_changes`).
+        """
+        phase = getattr(fields, "phase", None)
+        if phase is None or "conditions" not in fields.model_fields_set:
+            return
+        ready = next((cond for cond in fields.conditions if cond.type == c.READY), None)
+        reason = ready.reason if ready is not None else str(phase)
+        message = fields.message or (ready.message if ready is not None else "")
+        conditions: list[dict[str, Any]] = [
+            cond.model_dump(mode="json", by_alias=True) for cond in fields.conditions
+        ]
+        created = self.body.get("metadata", {}).get("creationTimestamp")
+        for type_, value, why, text in c.kstatus_changes(
+            self.kind, str(phase), reason, message, created=created
+        ):
+            conditions = c.set_condition(
+                conditions, type_, value, why, text, generation=self.generation
+            )
+        fields.conditions = [Condition.model_validate(cond) for cond in conditions]
+
     def _body(self, fields: StatusBase) -> dict[str, Any]:
         fields.observed_generation = self.generation
+        self._kstatus(fields)
         return status_patch(fields)
+
+    def stall_due(self) -> bool:
+        """Whether the current phase now calls for a ``Stalled`` the status does not show.
+
+        A wait for a missing reference becomes Stalled after a grace period without any
+        change of its own; a reconciler that skips unchanged writes asks this first.
+        """
+        phase = self.status.get("phase")
+        if phase is None:
+            return False
+        conditions = self.status.get("conditions")
+        ready = c.get_condition(conditions, c.READY) or {}
+        changes = c.kstatus_changes(
+            self.kind,
+            str(phase),
+            str(ready.get("reason") or phase),
+            str(self.status.get("message") or ""),
+            created=self.body.get("metadata", {}).get("creationTimestamp"),
+        )
+        wanted = "True" if changes[1][1] else "False"
+        recorded = (c.get_condition(conditions, c.STALLED) or {}).get("status")
+        return recorded != wanted and wanted == "True"
 
     def unchanged(self, fields: StatusBase) -> bool:
         """Whether writing ``fields`` would change nothing."""

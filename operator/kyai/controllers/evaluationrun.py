@@ -138,7 +138,11 @@ class RunReconciler:
 
     async def _wait(self, wait: Waiting) -> None:
         current = self.current()
-        if current.phase == "Pending" and current.message == wait.message:
+        if (
+            current.phase == "Pending"
+            and current.message == wait.message
+            and not self.writer.stall_due()
+        ):
             return
         await self._set_phase("Pending", wait.reason, wait.message, progressing=False)
         self.writer.event("Normal", wait.reason, wait.message)

@@ -6,17 +6,20 @@ one, so tests and the CLI each get a fresh set.
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import kopf
 
 from kyai.constants import FINALIZER, GROUP, KOPF_PREFIX, LABEL_RUN, LABEL_WORKLOAD, VERSION
+from kyai.controllers import evaluationrun as _runs
+from kyai.controllers import snapshot as _snapshots
+from kyai.controllers import workload as _workloads
 from kyai.controllers._kube import KubeClient
 from kyai.controllers._services import Services, services
-from kyai.controllers.evaluationrun import TERMINAL, reconcile_run
-from kyai.controllers.snapshot import reconcile_snapshot
-from kyai.controllers.workload import reconcile_engine_args, reconcile_workload
+from kyai.controllers.evaluationrun import TERMINAL
 from kyai.metrics import RunMetrics
 from kyai.settings import OperatorSettings
 
@@ -24,6 +27,28 @@ log = logging.getLogger(__name__)
 
 #: How often runs that are not finished are looked at, whatever happens.
 RUN_RESYNC_SECONDS = 10.0
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _counted(
+    kind: str, reconcile: Callable[Concatenate[Services, _P], Awaitable[_R]]
+) -> Callable[Concatenate[Services, _P], Coroutine[Any, Any, _R]]:
+    """``reconcile`` counted and timed in the operator's self-metrics under ``kind``."""
+
+    @functools.wraps(reconcile)
+    async def counted(svc: Services, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with svc.metrics.reconciling(kind):
+            return await reconcile(svc, *args, **kwargs)
+
+    return counted
+
+
+reconcile_run = _counted("EvaluationRun", _runs.reconcile_run)
+reconcile_snapshot = _counted("Snapshot", _snapshots.reconcile_snapshot)
+reconcile_engine_args = _counted("EngineArgsSet", _workloads.reconcile_engine_args)
+reconcile_workload = _counted("Workload", _workloads.reconcile_workload)
 
 
 def _ns(namespace: str | None) -> str:

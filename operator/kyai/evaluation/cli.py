@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from kyai._exitcodes import (
     EXIT_FAILURE,
+    EXIT_GATE_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
 )
+from kyai.evaluation._gates import add_gate_flags, gate_failures
 
 if TYPE_CHECKING:
     from kyai.datasets import Dataset
@@ -290,6 +292,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     _add_judge_flags(judge)
     _add_common_flags(judge)
+    add_gate_flags(judge)
     judge.set_defaults(handler=_handle_judge)
 
     run = subparsers.add_parser(
@@ -300,6 +303,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     _add_candidate_flags(run)
     _add_judge_flags(run)
     _add_common_flags(run)
+    add_gate_flags(run)
     run.set_defaults(handler=_handle_run)
 
 
@@ -524,6 +528,14 @@ async def _phases(
             f"comparison_key={summary['comparison_key']} -> {output / 'summary.json'}",
             sys.stdout,
         )
+        failures = gate_failures(
+            summary, fail_under=args.fail_under, max_error_rate=args.max_error_rate
+        )
+        if failures:
+            print(
+                f"kyai {args.command}: quality gate failed: {'; '.join(failures)}", file=sys.stderr
+            )
+            return EXIT_GATE_FAILED
     return EXIT_OK
 
 

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from kyai.api import EngineArgsSetSpec, EvaluationRunSpec, SnapshotSpec, WorkloadSpec
+from kyai.metrics import RunMetrics
 from kyai.settings import OperatorSettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -26,27 +27,6 @@ CONFIG = ROOT / "config"
 HELM = ROOT / ".venv" / "bin" / "helm"
 KUBECTL = shutil.which("kubectl")
 RELEASE_NS = "kyai-under-test"
-
-#: The metrics and labels the operator exports (the dashboard may use nothing else).
-METRICS = {
-    "kyai_evaluation_score",
-    "kyai_evaluation_latency_ms",
-    "kyai_evaluation_errors_total",
-    "kyai_evaluation_questions",
-    "kyai_evaluation_duration_seconds",
-    "kyai_evaluation_runs",
-}
-METRIC_LABELS = {
-    "namespace",
-    "run",
-    "workload",
-    "model",
-    "framework",
-    "dataset",
-    "snapshot_version",
-    "comparison_key",
-    "phase",
-}
 
 CUSTOM_VALUES: dict[str, Any] = {
     "watchNamespaces": ["team-a", "team-b"],
@@ -331,6 +311,94 @@ def test_operator_deployment_defaults(default_objects: list[dict[str, Any]]) -> 
     assert not of_kind(default_objects, "ConfigMap")
 
 
+def test_readiness_probe_and_chart_metadata(default_objects: list[dict[str, Any]]) -> None:
+    (container,) = one(default_objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    for key in ("icon", "home"):
+        assert chart[key].startswith("https://")
+    assert chart["sources"] and chart["maintainers"][0]["name"]
+
+
+def test_part_of_label_is_the_same_on_crds_chart_and_kustomize(
+    default_objects: list[dict[str, Any]],
+) -> None:
+    part_of = {
+        obj["metadata"]["labels"]["app.kubernetes.io/part-of"]
+        for obj in default_objects
+        + kustomize(CONFIG / "default")
+        + kustomize(CONFIG / "prometheus")
+        if "app.kubernetes.io/part-of" in obj["metadata"].get("labels", {})
+    }
+    crds = [yaml.safe_load(path.read_text()) for path in (CHART / "crds").glob("*.yaml")]
+    part_of |= {crd["metadata"]["labels"]["app.kubernetes.io/part-of"] for crd in crds}
+    assert part_of == {"kyai"}
+
+
+def test_image_digest_pins_operator_and_workers(helm_binary: Path) -> None:
+    digest = "sha256:" + "b" * 64
+    objects = render(None, "--set", f"image.digest={digest}")
+    deployment = one(objects, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"ghcr.io/kyai-io/kyai-operator@{digest}"
+    assert env_of(deployment)["KYAI_WORKER_IMAGE"] == container["image"]
+    (test_pod,) = [pod for pod in of_kind(objects, "Pod")]
+    assert test_pod["spec"]["containers"][0]["image"] == container["image"]
+    bad = helm("lint", str(CHART), "--set", "image.digest=latest")
+    assert bad.returncode != 0 and "digest" in bad.stdout + bad.stderr
+
+
+def test_helm_test_pod_checks_health_and_crds(default_objects: list[dict[str, Any]]) -> None:
+    (pod,) = of_kind(default_objects, "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    service = one(default_objects, "Service")
+    ports = {port["name"]: port["port"] for port in service["spec"]["ports"]}
+    (container,) = pod["spec"]["containers"]
+    env = {item["name"]: item["value"] for item in container["env"]}
+    assert env["HEALTH_URL"] == (
+        f"http://{service['metadata']['name']}.{RELEASE_NS}.svc:{ports['health']}/healthz"
+    )
+    assert set(env["CRDS"].split()) == {
+        f"{plural}.kyai.io"
+        for plural in ("engineargssets", "workloads", "snapshots", "evaluationruns")
+    }
+    # The operator's account may read CRDs: the test pod uses it.
+    assert (
+        pod["spec"]["serviceAccountName"]
+        == one(default_objects, "ServiceAccount")["metadata"]["name"]
+    )
+    script = container["command"][-1]
+    compile(script, "helm-test", "exec")  # valid Python
+    assert "Established" in script
+
+
+@pytest.mark.parametrize(
+    ("values", "api_versions", "rendered"),
+    [
+        ([], [], False),  # auto, no Prometheus Operator
+        ([], ["monitoring.coreos.com/v1/ServiceMonitor"], True),  # auto, CRDs present
+        (["metrics.serviceMonitor.enabled=true"], [], True),  # explicit
+        (
+            ["metrics.serviceMonitor.enabled=false"],
+            ["monitoring.coreos.com/v1/ServiceMonitor"],
+            False,
+        ),
+    ],
+)
+def test_service_monitor_follows_the_cluster_or_an_explicit_value(
+    helm_binary: Path, values: list[str], api_versions: list[str], rendered: bool
+) -> None:
+    extra = [arg for value in values for arg in ("--set", value)]
+    extra += [arg for version in api_versions for arg in ("--api-versions", version)]
+    monitors = of_kind(
+        render(None, *extra, "--set", "metrics.serviceMonitor.release=kps"), "ServiceMonitor"
+    )
+    assert len(monitors) == int(rendered)
+    for monitor in monitors:
+        assert monitor["metadata"]["labels"]["release"] == "kps"
+        assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+
+
 def pod_labels(deployment: dict[str, Any]) -> dict[str, str]:
     return dict(deployment["spec"]["template"]["metadata"]["labels"])
 
@@ -368,7 +436,69 @@ def test_service_monitor_scrapes_the_metrics_service(custom_objects: list[dict[s
     assert service["spec"]["ports"][0]["port"] == 9090
 
 
-def test_dashboard_is_valid_and_uses_only_exported_metrics(
+def exported_series() -> dict[str, set[str]]:
+    """Sample name -> label names, as a running operator's /metrics shows them."""
+    metrics = RunMetrics()
+    metrics.observe(
+        {
+            "metadata": {"namespace": "team-a", "name": "r1"},
+            "spec": {"workloadRef": {"name": "w"}},
+            "status": {
+                "phase": "Succeeded", "avgScore": 0.5, "avgLatencyMs": 120.0, "questions": 4,
+                "errors": {"timeout": 1}, "errorCount": 1, "comparisonKey": "k", "model": "m",
+                "framework": "vllm", "dataset": "d", "datasetVersion": "v",
+                "startedAt": "2026-01-31T12:00:00Z", "completedAt": "2026-01-31T12:01:00Z",
+            },
+        }
+    )  # fmt: skip
+    with metrics.reconciling("EvaluationRun"):
+        pass
+    series: dict[str, set[str]] = {}
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            series.setdefault(sample.name, set()).update(sample.labels)
+    return series
+
+
+def promql_selectors(expr: str) -> tuple[list[tuple[str, set[str]]], set[str]]:
+    """(metric name, matcher labels) of every selector, and the labels of by/on/without."""
+    promql_parser = pytest.importorskip("promql_parser")
+    grafana = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", expr)
+    if grafana:  # Grafana's templating function: a selector and a label
+        inner, labels = promql_selectors(grafana.group(1))
+        return inner, labels | {grafana.group(2)}
+    selectors: list[tuple[str, set[str]]] = []
+    grouping: set[str] = set()
+
+    def walk(node: Any) -> None:
+        kind = type(node).__name__
+        if kind == "VectorSelector":
+            selectors.append((node.name, {m.name for m in node.matchers.matchers}))
+        elif kind == "MatrixSelector":
+            walk(node.vector_selector)
+        elif kind == "AggregateExpr":
+            if node.modifier is not None:
+                grouping.update(node.modifier.labels)
+            walk(node.expr)
+        elif kind == "BinaryExpr":
+            matching = node.modifier.matching if node.modifier is not None else None
+            if matching is not None:
+                grouping.update(matching.labels)
+            walk(node.lhs)
+            walk(node.rhs)
+        elif kind == "Call":
+            for arg in node.args:
+                walk(arg)
+        elif kind in ("ParenExpr", "UnaryExpr", "SubqueryExpr"):
+            walk(node.expr)
+        else:
+            assert kind in ("NumberLiteral", "StringLiteral"), kind
+
+    walk(promql_parser.parse(expr))
+    return selectors, grouping
+
+
+def test_dashboard_queries_use_only_what_the_operator_exports(
     custom_objects: list[dict[str, Any]],
 ) -> None:
     config_map = one(custom_objects, "ConfigMap")
@@ -382,20 +512,49 @@ def test_dashboard_is_valid_and_uses_only_exported_metrics(
     ]
     variables = {var["name"]: var for var in dashboard["templating"]["list"]}
     expressions += [var["definition"] for var in variables.values() if "definition" in var]
-    used = {name for expr in expressions for name in re.findall(r"\bkyai_[a-z_]+", expr)}
-    assert used == METRICS
-    grouped = {
-        label.strip()
-        for expr in expressions
-        for group in re.findall(r"by \(([^)]*)\)", expr)
-        for label in group.split(",")
-    }
-    matched = {label for expr in expressions for label in re.findall(r"(\w+)=~", expr)}
-    assert grouped | matched <= METRIC_LABELS
-    assert {"comparison_key", "dataset"} <= set(variables)
+    exported = exported_series()
+    assert "kyai_evaluation_latency_seconds" in exported and "kyai_operator_build_info" in exported
+    used = set()
     for expr in expressions:
+        selectors, grouping = promql_selectors(expr)
+        assert selectors, expr
+        labels_here: set[str] = set()
+        for name, matched in selectors:
+            assert name in exported, f"{name} is not exported by the operator ({expr})"
+            assert matched <= exported[name], (name, matched - exported[name])
+            labels_here |= exported[name]
+            used.add(name)
+        assert grouping <= labels_here, (expr, grouping - labels_here)
         if "kyai_evaluation_score" in expr and "label_values" not in expr:
-            assert "$comparison_key" in expr and "$dataset" in expr
+            assert '$comparison_key"' in expr and "$dataset" in expr, expr
+    # The deprecated millisecond series is left to old dashboards.
+    assert "kyai_evaluation_latency_ms" not in used
+    assert "kyai_evaluation_latency_seconds" in used
+
+
+def test_dashboard_ranks_one_comparison_key_by_score_then_latency() -> None:
+    dashboard = json.loads((CHART / "dashboards" / "kyai.json").read_text())
+    key = next(var for var in dashboard["templating"]["list"] if var["name"] == "comparison_key")
+    # One key at a time (the first by default): rankings never mix comparison keys.
+    assert key["multi"] is False and key["includeAll"] is False and key["current"] == {}
+    (table,) = [panel for panel in dashboard["panels"] if panel["type"] == "table"]
+    exprs = {target["refId"]: target["expr"] for target in table["targets"]}
+    for expr in exprs.values():
+        assert 'comparison_key="$comparison_key"' in expr
+    sort = next(t for t in table["transformations"] if t["id"] == "sortBy")["options"]["sort"]
+    assert sort == [{"field": "rank", "desc": True}]
+    rename = next(t for t in table["transformations"] if t["id"] == "organize")["options"]
+    assert rename["renameByName"]["Value #C"] == "rank"
+    # The rank column, evaluated as Prometheus would on runs of equal score: lower latency
+    # first; a higher score first whatever the latency (up to the 1000 s cap).
+    assert "kyai_evaluation_latency_seconds" in exprs["C"] and "1e-9" in exprs["C"]
+
+    def rank_value(score: float, latency: float | None) -> float:
+        return score - min(latency, 1000.0) * 1e-9 if latency is not None else score - 1e-6
+
+    runs = [("slow", 0.75, 9.0), ("fast", 0.75, 0.5), ("best", 0.8, 999.0), ("none", 0.75, None)]
+    ordered = sorted(runs, key=lambda r: rank_value(r[1], r[2]), reverse=True)
+    assert [name for name, _, _ in ordered] == ["best", "fast", "slow", "none"]
 
 
 # -- CRDs: one source, three copies -----------------------------------------------------------
@@ -472,10 +631,48 @@ def test_kustomize_default_builds_a_consistent_install(
     assert settings.metrics_port == 8080
     service = one(objects, "Service")
     assert service["spec"]["selector"].items() <= pod_labels(deployment).items()
-    monitor = one(objects, "ServiceMonitor")
+    # The ServiceMonitor needs the Prometheus Operator's CRDs: it is config/prometheus's.
+    assert "ServiceMonitor" not in kinds
+    (monitor,) = kustomize(CONFIG / "prometheus")
+    assert monitor["metadata"]["namespace"] == namespace
     assert (
         monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     )
+
+
+def worker_and_operator_image(objects: list[dict[str, Any]]) -> tuple[str, str]:
+    (container,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    return env["KYAI_WORKER_IMAGE"], container["image"]
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ({"newName": "registry.local/kyai", "newTag": "9.9.9"}, "registry.local/kyai:9.9.9"),
+        ({"newTag": "1.2.3"}, "ghcr.io/kyai-io/kyai-operator:1.2.3"),
+        ({"digest": "sha256:" + "a" * 64}, "ghcr.io/kyai-io/kyai-operator@sha256:" + "a" * 64),
+    ],
+)
+@pytest.mark.parametrize("where", ["default", "overlay"])
+def test_kustomize_image_override_moves_the_worker_image_too(
+    tmp_path: Path, override: dict[str, str], expected: str, where: str
+) -> None:
+    # Unchanged: both are the released image.
+    worker, operator = worker_and_operator_image(kustomize(CONFIG / "default"))
+    assert worker == operator == "ghcr.io/kyai-io/kyai-operator:0.1.0"
+    images = [{"name": "ghcr.io/kyai-io/kyai-operator", **override}]
+    shutil.copytree(CONFIG, tmp_path / "config")
+    if where == "default":  # `kustomize edit set image` in config/default
+        target = tmp_path / "config" / "default"
+        kustomization = yaml.safe_load((target / "kustomization.yaml").read_text())
+        kustomization["images"] = images
+    else:  # an overlay on top of config/default
+        target = tmp_path / "overlay"
+        target.mkdir()
+        kustomization = {"resources": ["../config/default"], "images": images}
+    (target / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    assert worker_and_operator_image(kustomize(target)) == (expected, expected)
 
 
 SPEC_MODELS = {
