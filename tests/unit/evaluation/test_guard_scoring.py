@@ -52,3 +52,59 @@ def test_the_comparison_key_follows_the_generation_prompt() -> None:
     assert key(dataset_sha256="b" * 64) != key()
     assert key(judge={**JUDGE, "prompt": "Stricter."}) != key()
     assert key(scoring_method="other/v1") != key()
+
+
+def test_the_comparison_key_is_stable_across_versions() -> None:
+    # Keys are stored in summaries and labels: the same inputs must keep the same key, or
+    # results of older runs silently stop being comparable with new ones.
+    assert key() == "12a48c8fa1cc96e3"
+
+
+def test_error_kinds_are_counted_and_a_kindless_error_is_unknown() -> None:
+    judgements = {
+        0: {"score": 0.0, "error": {"kind": "judge_http_error"}},
+        1: {"score": 0.0, "error": {"kind": "judge_http_error"}},
+        2: {"score": 0.0, "error": {"message": "no kind"}},
+        3: {"score": 1.0, "error": None},
+    }
+    summary = score_rows(4, judgements, {})
+    assert summary["errors"] == {"judge_http_error": 2, "unknown_error": 1}
+    assert summary["error_count"] == 3
+    assert summary["avg_score"] == 0.25
+
+
+def generation(latency: float | None, *, error: bool = False, **usage: int) -> dict[str, object]:
+    return {
+        "latency_ms": latency,
+        "error": {"kind": "candidate_http_error"} if error else None,
+        "usage": usage or None,
+    }
+
+
+def test_latency_figures_come_from_successful_answers_only() -> None:
+    generations = {i: generation(float(i + 1)) for i in range(100)}  # 1 .. 100 ms
+    generations[100] = generation(100000.0, error=True)  # a failed request: no answer latency
+    generations[101] = generation(None)
+    summary = score_rows(102, {}, generations)
+    assert summary["avg_latency_ms"] == 50.5
+    assert summary["latency_ms_p50"] == 50.5
+    assert summary["latency_ms_p95"] == 95.05
+
+
+def test_one_latency_is_every_percentile_and_none_is_none() -> None:
+    one = score_rows(1, {}, {0: generation(12.5)})
+    assert one["avg_latency_ms"] == one["latency_ms_p50"] == one["latency_ms_p95"] == 12.5
+    two = score_rows(2, {}, {0: generation(10.0), 1: generation(20.0)})
+    assert two["latency_ms_p50"] == 15.0 and two["latency_ms_p95"] == 19.5
+    none = score_rows(1, {}, {0: generation(None, error=True)})
+    assert none["avg_latency_ms"] is None and none["latency_ms_p50"] is None
+
+
+def test_token_usage_is_summed_over_every_record() -> None:
+    generations = {
+        0: generation(1.0, prompt_tokens=10, completion_tokens=5),
+        1: generation(1.0, prompt_tokens=7, completion_tokens=3),
+        2: generation(None, error=True),
+    }
+    summary = score_rows(3, {}, generations)
+    assert summary["usage"] == {"prompt_tokens": 17, "completion_tokens": 8}
