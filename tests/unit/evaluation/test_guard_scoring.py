@@ -108,3 +108,17 @@ def test_token_usage_is_summed_over_every_record() -> None:
     }
     summary = score_rows(3, {}, generations)
     assert summary["usage"] == {"prompt_tokens": 17, "completion_tokens": 8}
+
+
+def test_figures_are_rounded_and_an_empty_dataset_scores_zero() -> None:
+    third = score_rows(3, {0: {"score": 1.0, "error": None}}, {})
+    assert third["avg_score"] == 0.333333  # 6 digits
+    latencies = {0: generation(1.00049), 1: generation(2.0), 2: generation(2.00049)}
+    summary = score_rows(3, {}, latencies)
+    assert summary["avg_latency_ms"] == 1.667  # 3 digits
+    assert summary["latency_ms_p50"] == 2.0
+    assert summary["latency_ms_p95"] == 2.0  # 2.00044..., 3 digits
+    close = score_rows(2, {}, {0: generation(1.0), 1: generation(1.0003)})
+    assert close["avg_latency_ms"] == close["latency_ms_p50"] == 1.0
+    empty = score_rows(0, {}, {})
+    assert empty["avg_score"] == 0.0 and empty["count"] == 0 and empty["scores"] == []

@@ -20,6 +20,8 @@ from kyai.evaluation import Verdict, parse_verdict
         ('Scoring {as asked} {"score": 1.0}', 1.0),
         ('{{ "score": 0.25}', 0.25),
         ('{ oops {"score": 0.5, "reasoning": "half"} {"x": 1}', 0.5),
+        # Every object after a decoded one is considered, not only the last one.
+        ('{"a": 1} {"score": 0.4} {"note": "x"}', 0.4),
     ],
 )
 def test_the_last_object_with_a_score_is_the_verdict(reply: str, score: float) -> None:
