@@ -214,6 +214,10 @@ def _workspace(group: Group, fresh: bool) -> Path:
         "pytest_add_cli_args_test_selection": list(group.tests),
         "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q"],
         "use_git_change_detection": False,
+        # A mutant that loops (start = end in a parser) is stopped after 5x the time its tests
+        # took on the clean code plus 5 s (mutmut's default, 15x, costs minutes per loop).
+        "timeout_multiplier": 5.0,
+        "timeout_constant": 5.0,
     }
     lines = ["# Written by scripts/mutation.py; do not edit.", "[tool.mutmut]"]
     lines += [f"{key} = {_toml_value(value)}" for key, value in mutmut_options.items()]
@@ -230,7 +234,7 @@ def _mutmut() -> str:
     return str(path)
 
 
-def run_mutmut(group: Group, *, jobs: int, fresh: bool) -> None:
+def run_mutmut(group: Group, *, jobs: int, fresh: bool, only: Sequence[str] = ()) -> None:
     """Run mutmut 3 on the group's workspace (it resumes where it stopped)."""
     ws = _workspace(group, fresh)
     started = time.monotonic()
@@ -238,7 +242,7 @@ def run_mutmut(group: Group, *, jobs: int, fresh: bool) -> None:
     log = ws / "mutmut-run.log"  # mutmut's own progress display, as it runs
     with log.open("w", encoding="utf-8") as handle:
         completed = subprocess.run(
-            [_mutmut(), "run", "--max-children", str(jobs), *group.mutants],
+            [_mutmut(), "run", "--max-children", str(jobs), *(only or group.mutants)],
             cwd=ws,
             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
             stdout=handle,
@@ -466,6 +470,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="only print the last results")
     parser.add_argument("--no-diffs", action="store_true", help="counts only")
     parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="mutmut groups: (re)run only the mutants whose names match (repeatable)",
+    )
+    parser.add_argument(
         "--max-minutes",
         type=float,
         default=None,
@@ -480,7 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.report:
             continue
         if group.engine == "mutmut":
-            run_mutmut(group, jobs=args.jobs, fresh=args.fresh)
+            run_mutmut(group, jobs=args.jobs, fresh=args.fresh, only=args.only)
         else:
             budget = args.max_minutes * 60 if args.max_minutes is not None else float("inf")
             run_file(group, fresh=args.fresh, deadline=time.monotonic() + budget)
