@@ -98,9 +98,16 @@ GROUPS: dict[str, Group] = {
                 "tests/unit/graders",
                 "tests/integration/test_judges.py",
                 "tests/integration/test_guard_reasoning_graders.py",
-                # A 1 s worker deadline: too tight once mutmut's trampolines slow the worker.
+                # Wall-clock assertions (a 1 s worker deadline, "linear on hostile input" in
+                # under 2 s, ...): mutmut's call recording makes them fail on clean code.
                 "--deselect",
                 "tests/unit/graders/test_math.py::test_unresponsive_worker_is_killed_and_replaced",
+                "--deselect",
+                "tests/unit/graders/test_math.py::test_extraction_stays_linear_on_hostile_input",
+                "--deselect",
+                "tests/unit/graders/test_mcq.py::test_extraction_is_fast_on_hostile_input",
+                "--deselect",
+                "tests/unit/graders/test_humaneval.py::test_infinite_loop_times_out",
             ),
             mutants=(
                 # The functions that decide a row's score or a sandbox run's verdict (about
@@ -150,11 +157,11 @@ GROUPS: dict[str, Group] = {
                 "tests/unit/graders/test_sandbox.py",
             ),
             functions=(
+                "_apply_seccomp",
+                "_is_own",
                 "_apply_rlimits",
                 "_apply_landlock",
                 "_read_paths",
-                "_apply_seccomp",
-                "_is_own",
             ),
             notes="the confinement steps (rlimits, Landlock, seccomp); module-level "
             "constants (DENIED_SYSCALLS) are not mutated (mutmut mutates functions only); the "
@@ -399,12 +406,20 @@ def run_file(group: Group, *, fresh: bool, deadline: float) -> None:
                 for needle in group.lines_with
             )
         ]
+        # Keys number the mutants within their function; the functions are taken in the
+        # group's order (the most important first, for bounded runs).
+        keyed: list[tuple[str, str]] = []
+        per_function: Counter[str] = Counter()
+        for function, source in mutants:
+            per_function[function] += 1
+            keyed.append((f"{function}:{per_function[function]}", source))
+        if group.functions:
+            keyed.sort(key=lambda item: group.functions.index(item[0].split(":")[0]))
         stored = results.setdefault(module, {})
         print(f"   {module}: {len(mutants)} mutants", flush=True)
         try:
-            for number, (function, source) in enumerate(mutants, start=1):
+            for key, source in keyed:
                 diff = _diff(original, source)
-                key = f"{function}:{number}"
                 if key in stored and stored[key]["diff"] == diff:
                     continue  # done in an earlier run
                 if time.monotonic() > deadline:
