@@ -90,6 +90,7 @@ async def test_ill_shaped_fields_are_noted_and_ignored() -> None:
 async def test_metrics_only_and_samples_only_returns_work() -> None:
     only_metrics = await grade("return {'metrics': {'acc': 0.5}}", items("a"))
     assert only_metrics.metrics == {"acc": 0.5} and only_metrics.grades[0].ok
+    assert "batch_notes" not in only_metrics.grades[0].details  # no 'samples' is no problem
     only_samples = await grade(
         "return {'samples': [{'sample_id': s['sample_id'], 'scores': {'acc': 1.0}} "
         "for s in samples]}",
@@ -97,6 +98,7 @@ async def test_metrics_only_and_samples_only_returns_work() -> None:
     )
     assert only_samples.metrics == {}
     assert [g.score for g in only_samples.grades] == [1.0, 1.0]
+    assert "batch_notes" not in only_samples.grades[0].details  # no 'metrics' is no problem
 
 
 async def test_every_sample_update_is_read_past_a_bad_one() -> None:
