@@ -105,6 +105,8 @@ GROUPS: dict[str, Group] = {
                 "--deselect",
                 "tests/unit/graders/test_math.py::test_extraction_stays_linear_on_hostile_input",
                 "--deselect",
+                "tests/unit/graders/test_math.py::test_runaway_comparison_is_interrupted_and_the_run_goes_on",
+                "--deselect",
                 "tests/unit/graders/test_mcq.py::test_extraction_is_fast_on_hostile_input",
                 "--deselect",  # HumanEval is not mutated here, and its tests are timed
                 "tests/unit/graders/test_humaneval.py",
