@@ -3,6 +3,8 @@ comparison key covers the generation prompt. Written against the public ``kyai.e
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kyai.evaluation import SCORING_METHOD, comparison_key, score_rows
@@ -61,7 +63,7 @@ def test_the_comparison_key_is_stable_across_versions() -> None:
 
 
 def test_error_kinds_are_counted_and_a_kindless_error_is_unknown() -> None:
-    judgements = {
+    judgements: dict[int, dict[str, Any]] = {
         0: {"score": 0.0, "error": {"kind": "judge_http_error"}},
         1: {"score": 0.0, "error": {"kind": "judge_http_error"}},
         2: {"score": 0.0, "error": {"message": "no kind"}},
