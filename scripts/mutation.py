@@ -1,0 +1,524 @@
+"""``make mutation``: mutation testing of the modules that decide scores and safety (issue 14).
+
+Every mutant comes from mutmut's own mutation operators (mutmut 3). Two ways to run them:
+
+- ``mutmut`` groups (code the tests call in their own process): mutmut 3 itself, in a
+  workspace ``.mutation/<group>/`` holding a copy of the package as ``src/kyai`` and of
+  ``tests/`` (mutmut needs a ``src`` layout; the project keeps its package in ``operator/``).
+  mutmut runs, per mutant, only the selected tests that reach the mutated function.
+- ``file`` groups (code that runs in another process, where mutmut's trampolines cannot follow:
+  the sandbox's child script, whose environment is wiped; the run controller, which runs in the
+  operator process of the system tests): each mutant is written into a scratch copy of the
+  package, one at a time, and the group's tests run against it (``PYTHONPATH``), stopping at
+  the first failure.
+
+Usage (``make mutation`` passes ``MUTATION_ARGS``)::
+
+    python scripts/mutation.py                      # every group, one after another
+    python scripts/mutation.py evaluation graders   # some groups
+    python scripts/mutation.py --report graders     # print the last results again
+    python scripts/mutation.py --jobs 2 --fresh evaluation
+
+It prints, per module: mutants, killed, survived, no tests, timeouts and the kill rate, then
+every surviving mutant as a diff. Classify survivors in docs/mutation.md (real gap: add a test
+in a ``test_guard_*.py`` file; equivalent: list it there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "operator" / "kyai"
+WORK = REPO / ".mutation"
+
+
+@dataclass(frozen=True)
+class Group:
+    """Modules mutated together, and the fast tests that judge their mutants."""
+
+    name: str
+    engine: str  # "mutmut" or "file"
+    modules: tuple[str, ...]  # paths below operator/kyai
+    tests: tuple[str, ...]  # pytest arguments (paths below tests/, node ids)
+    functions: tuple[str, ...] = ()  # file engine: only mutants inside these functions
+    lines_with: tuple[str, ...] = ()  # file engine: only mutants of lines holding one of these
+    mutants: tuple[str, ...] = ()  # mutmut engine: only mutant names matching these globs
+    timeout_factor: float = 4.0  # file engine: a mutant may take this times the clean run
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+GROUPS: dict[str, Group] = {
+    group.name: group
+    for group in (
+        Group(
+            "evaluation",
+            "mutmut",
+            (
+                "evaluation/_verdict.py",
+                "evaluation/_scoring.py",
+                "evaluation/_reasoning.py",
+                "evaluation/_budget.py",
+                "evaluation/_client.py",
+                "evaluation/_store.py",
+            ),
+            (
+                "tests/unit/evaluation",
+                "tests/integration/test_pipeline.py",
+                "tests/integration/test_cli.py",
+                "tests/integration/test_guard_resume.py",
+                "tests/integration/test_guard_reasoning_graders.py",
+            ),
+        ),
+        Group(
+            "graders",
+            "mutmut",
+            (
+                "graders/_mcq.py",
+                "graders/_math.py",
+                "graders/_python.py",
+                "graders/_sandbox.py",
+            ),
+            (
+                "tests/unit/graders",
+                "tests/integration/test_judges.py",
+                "tests/integration/test_guard_reasoning_graders.py",
+                # Wall-clock assertions (a 1 s worker deadline, "linear on hostile input" in
+                # under 2 s, ...): mutmut's call recording makes them fail on clean code.
+                "--deselect",
+                "tests/unit/graders/test_math.py::test_unresponsive_worker_is_killed_and_replaced",
+                "--deselect",
+                "tests/unit/graders/test_math.py::test_extraction_stays_linear_on_hostile_input",
+                "--deselect",
+                "tests/unit/graders/test_math.py::test_runaway_comparison_is_interrupted_and_the_run_goes_on",
+                "--deselect",
+                "tests/unit/graders/test_mcq.py::test_extraction_is_fast_on_hostile_input",
+                "--deselect",  # HumanEval is not mutated here, and its tests are timed
+                "tests/unit/graders/test_humaneval.py",
+            ),
+            mutants=(
+                # The functions that decide a row's score or a sandbox run's verdict (about
+                # 1,100 of the modules' 3,000 mutants; name other globs with `mutmut run`).
+                "kyai.graders._mcq.*",
+                "kyai.graders._math.x_extract_final_answer_*",
+                "kyai.graders._math.x__last_boxed_*",
+                "kyai.graders._math.x__clean_*",
+                "kyai.graders._math.x__gold_source_*",
+                "kyai.graders._math.x__for_math_verify_*",
+                "kyai.graders._math.xǁMathGraderǁ_prepare_*",
+                "kyai.graders._math.xǁMathGraderǁ_grade_reply_*",
+                "kyai.graders._python.x_interpret_result_*",
+                "kyai.graders._python.x_primary_score_*",
+                "kyai.graders._python.x__finite_number_*",
+                "kyai.graders._python.x__failure_*",
+                "kyai.graders._python.xǁPythonGraderǁ_scored_*",
+                "kyai.graders._python.xǁPythonGraderǁ_grade_sample_*",
+                "kyai.graders._python.xǁPythonGraderǁ_all_failed_*",
+                "kyai.graders._python.xǁPythonGraderǁ_read_batch_*",
+                "kyai.graders._sandbox.x__verdict_*",
+                "kyai.graders._sandbox.x__no_result_*",
+                "kyai.graders._sandbox.x__child_env_*",
+                "kyai.graders._sandbox.xǁSandboxLimitsǁ*",
+                "kyai.graders._sandbox.xǁ_Runǁ_answer_*",
+            ),
+        ),
+        Group(
+            "api",
+            "mutmut",
+            (
+                "api/evaluationrun.py",
+                "api/snapshot.py",
+                "api/workload.py",
+                "api/engineargsset.py",
+            ),
+            ("tests/unit/api", "tests/unit/controllers", "tests/unit/builders"),
+            notes="mutmut mutates code inside functions only: the validators, not the "
+            "Field(ge=..., le=...) bounds (those are checked by the CRD tests).",
+        ),
+        Group(
+            "sandbox-child",
+            "file",
+            ("graders/_sandbox_child.py",),
+            (
+                "tests/unit/graders/test_guard_sandbox_udp.py",
+                "tests/unit/graders/test_sandbox.py",
+            ),
+            functions=(
+                "_apply_seccomp",
+                "_is_own",
+                "_apply_rlimits",
+                "_apply_landlock",
+                "_read_paths",
+            ),
+            notes="the confinement steps (rlimits, Landlock, seccomp); module-level "
+            "constants (DENIED_SYSCALLS) are not mutated (mutmut mutates functions only); the "
+            "socket rule is guarded by test_guard_sandbox_udp.py.",
+        ),
+        Group(
+            "controller",
+            "file",
+            ("controllers/evaluationrun.py",),
+            ("tests/system/test_guard_runs.py",),
+            functions=("_job_state", "_complete"),
+            lines_with=(
+                "thresholds",
+                "rate",
+                "score <",
+                "misses",
+                "condition.get",
+                "succeeded",
+                "questions",
+            ),
+            timeout_factor=3.0,
+            notes="how a Job's state is read and how thresholds are decided; its tests are "
+            "system tests (the operator process against kyai devcluster), ~25 s per mutant.",
+        ),
+    )
+}
+
+
+# --- mutmut groups ---------------------------------------------------------------------------
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def _workspace(group: Group, fresh: bool) -> Path:
+    """``.mutation/<group>``: src/kyai, tests/ and a pyproject.toml configuring mutmut."""
+    ws = WORK / group.name
+    if fresh and ws.exists():
+        shutil.rmtree(ws)
+    ws.mkdir(parents=True, exist_ok=True)
+    # copy2 keeps modification times: mutmut re-mutates only files that changed.
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(PACKAGE, ws / "src" / "kyai", dirs_exist_ok=True, ignore=ignore)
+    shutil.copytree(REPO / "tests", ws / "tests", dirs_exist_ok=True, ignore=ignore)
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    pytest_options = dict(project["tool"]["pytest"]["ini_options"])
+    pytest_options["testpaths"] = ["tests"]
+    mutmut_options = {
+        "source_paths": ["src/"],
+        "only_mutate": [f"src/kyai/{module}" for module in group.modules],
+        "pytest_add_cli_args_test_selection": list(group.tests),
+        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q"],
+        "use_git_change_detection": False,
+        # A mutant that loops (start = end in a parser) is stopped after 5x the time its tests
+        # took on the clean code plus 5 s (mutmut's default, 15x, costs minutes per loop).
+        "timeout_multiplier": 5.0,
+        "timeout_constant": 5.0,
+    }
+    lines = ["# Written by scripts/mutation.py; do not edit.", "[tool.mutmut]"]
+    lines += [f"{key} = {_toml_value(value)}" for key, value in mutmut_options.items()]
+    lines += ["", "[tool.pytest.ini_options]"]
+    lines += [f"{key} = {_toml_value(value)}" for key, value in pytest_options.items()]
+    (ws / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return ws
+
+
+def _mutmut() -> str:
+    path = Path(sys.executable).with_name("mutmut")
+    if not path.exists():
+        raise SystemExit("mutmut is not installed next to this Python: run `make mutation`.")
+    return str(path)
+
+
+def run_mutmut(group: Group, *, jobs: int, fresh: bool, only: Sequence[str] = ()) -> None:
+    """Run mutmut 3 on the group's workspace (it resumes where it stopped)."""
+    ws = _workspace(group, fresh)
+    started = time.monotonic()
+    print(f"== {group.name}: mutmut run in {ws.relative_to(REPO)} ({jobs} children)", flush=True)
+    log = ws / "mutmut-run.log"  # mutmut's own progress display, as it runs
+    with log.open("w", encoding="utf-8") as handle:
+        completed = subprocess.run(
+            [_mutmut(), "run", "--max-children", str(jobs), *(only or group.mutants)],
+            cwd=ws,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
+    print(f"   mutmut exited {completed.returncode} after {time.monotonic() - started:.0f}s")
+    if completed.returncode != 0:
+        print(log.read_text(encoding="utf-8", errors="replace")[-3000:])
+
+
+_STATUS = {
+    1: "killed",
+    3: "killed",
+    0: "survived",
+    5: "no tests",
+    33: "no tests",
+    34: "skipped",
+    36: "timeout",
+    24: "timeout",
+    -24: "timeout",
+    152: "timeout",
+    255: "timeout",
+    37: "type check",
+}
+
+
+def mutmut_results(group: Group) -> list[dict[str, Any]]:
+    """One record per mutant of the group's modules, from mutmut's .meta files."""
+    ws = WORK / group.name
+    records = []
+    for module in group.modules:
+        meta = ws / "mutants" / "src" / "kyai" / (module + ".meta")
+        if not meta.exists():
+            continue
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        for name, code in sorted(data["exit_code_by_key"].items()):
+            status = "not checked" if code is None else _STATUS.get(code, "suspicious")
+            records.append({"module": module, "mutant": name, "status": status})
+    return records
+
+
+def mutmut_diff(group: Group, module: str, mutant: str) -> str:
+    """The changed lines of one mutmut mutant (what ``mutmut show`` prints)."""
+    diff_apply = importlib.import_module("mutmut.mutation.diff_apply")
+    here = Path.cwd()
+    os.chdir(WORK / group.name)
+    try:
+        text: str = diff_apply.get_diff_for_mutant(mutant, path=Path("src/kyai") / module)
+    except Exception as exc:  # an older result whose function has changed since
+        return f"(no diff: {exc})"
+    finally:
+        os.chdir(here)
+    lines = text.splitlines()
+    return "\n".join(
+        line for line in lines if line.startswith(("+", "-")) and line[:3] not in ("+++", "---")
+    )
+
+
+# --- file groups -----------------------------------------------------------------------------
+
+
+def _single_mutants(workspace: Path, path: Path, functions: Sequence[str]) -> list[tuple[str, str]]:
+    """``(function, mutated source)`` for each of mutmut's mutations of ``path``."""
+    try:
+        cst = importlib.import_module("libcst")
+        create_mutations = importlib.import_module("mutmut.mutation.file_mutation").create_mutations
+    except (
+        ImportError,
+        AttributeError,
+    ) as exc:  # mutmut moved its internals: pin the version in the Makefile
+        raise SystemExit(f"this mutmut has no create_mutations ({exc}); use mutmut 3.8") from exc
+
+    code = path.read_text(encoding="utf-8")
+    here = Path.cwd()
+    os.chdir(workspace)  # mutmut reads its configuration from ./pyproject.toml
+    try:
+        module, mutations, _, _ = create_mutations(str(path), code)
+    finally:
+        os.chdir(here)
+    result = []
+    for mutation in mutations:
+        function = mutation.contained_by_top_level_function
+        if not isinstance(function, cst.FunctionDef):
+            continue  # module or class level: mutmut itself never applies these
+        name = function.name.value
+        if functions and name not in functions:
+            continue
+        mutated = module.deep_replace(mutation.original_node, mutation.mutated_node)
+        result.append((name, mutated.code))
+    return result
+
+
+def _diff(before: str, after: str) -> str:
+    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+    return "\n".join(
+        line for line in lines if line.startswith(("+", "-")) and line[:3] not in ("+++", "---")
+    )
+
+
+def _pytest(tests: Sequence[str], scratch: Path, timeout: float | None) -> tuple[int, float]:
+    started = time.monotonic()
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return -1, time.monotonic() - started
+    return completed.returncode, time.monotonic() - started
+
+
+def run_file(group: Group, *, fresh: bool, deadline: float) -> None:
+    """Mutate one file at a time in a scratch copy and run the group's tests on each mutant.
+
+    No new mutant starts after ``deadline`` (``time.monotonic()``); a later run resumes.
+    """
+    ws = WORK / group.name
+    if fresh and ws.exists():
+        shutil.rmtree(ws)
+    scratch = ws / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(PACKAGE, scratch / "kyai", dirs_exist_ok=True, ignore=ignore)
+    (ws / "pyproject.toml").write_text(
+        '# Written by scripts/mutation.py.\n[tool.mutmut]\nsource_paths = ["src/"]\n',
+        encoding="utf-8",
+    )
+    results_path = ws / "results.json"
+    results: dict[str, Any] = (
+        json.loads(results_path.read_text(encoding="utf-8")) if results_path.exists() else {}
+    )
+    print(f"== {group.name}: one mutant at a time, tests {' '.join(group.tests)}", flush=True)
+    code, clean = _pytest(group.tests, scratch, None)
+    if code != 0:
+        raise SystemExit(f"the clean tests of {group.name} fail (exit {code}): fix them first")
+    print(f"   clean run {clean:.1f}s", flush=True)
+    for module in group.modules:
+        target = scratch / "kyai" / module
+        original = (PACKAGE / module).read_text(encoding="utf-8")
+        mutants = [
+            (function, source)
+            for function, source in _single_mutants(ws, PACKAGE / module, group.functions)
+            if not group.lines_with
+            or any(
+                needle in line
+                for line in _diff(original, source).splitlines()
+                if line.startswith("-")
+                for needle in group.lines_with
+            )
+        ]
+        # Keys number the mutants within their function; the functions are taken in the
+        # group's order (the most important first, for bounded runs).
+        keyed: list[tuple[str, str]] = []
+        per_function: Counter[str] = Counter()
+        for function, source in mutants:
+            per_function[function] += 1
+            keyed.append((f"{function}:{per_function[function]}", source))
+        if group.functions:
+            keyed.sort(key=lambda item: group.functions.index(item[0].split(":")[0]))
+        stored = results.setdefault(module, {})
+        print(f"   {module}: {len(mutants)} mutants", flush=True)
+        try:
+            for key, source in keyed:
+                diff = _diff(original, source)
+                if key in stored and stored[key]["diff"] == diff:
+                    continue  # done in an earlier run
+                if time.monotonic() > deadline:
+                    print("   time budget spent: stopping (run again to resume)", flush=True)
+                    return
+                target.write_text(source, encoding="utf-8")
+                exit_code, took = _pytest(group.tests, scratch, group.timeout_factor * clean + 30)
+                status = {0: "survived", 1: "killed", -1: "timeout"}.get(exit_code, "suspicious")
+                stored[key] = {"status": status, "exit": exit_code, "seconds": round(took, 1)}
+                stored[key]["diff"] = diff
+                results_path.write_text(json.dumps(results, indent=1), encoding="utf-8")
+                print(f"   {key} {status} ({took:.0f}s)", flush=True)
+        finally:
+            target.write_text(original, encoding="utf-8")
+
+
+def file_results(group: Group) -> list[dict[str, Any]]:
+    """One record per mutant of a file group, from its results.json."""
+    path = WORK / group.name / "results.json"
+    if not path.exists():
+        return []
+    results = json.loads(path.read_text(encoding="utf-8"))
+    return [
+        {"module": module, "mutant": key, "status": value["status"], "diff": value["diff"]}
+        for module, mutants in results.items()
+        for key, value in mutants.items()
+    ]
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def report(group: Group, *, diffs: bool = True) -> dict[str, Counter[str]]:
+    """Print the kill rate per module and the surviving mutants; return the counts."""
+    records = mutmut_results(group) if group.engine == "mutmut" else file_results(group)
+    counts: dict[str, Counter[str]] = {}
+    for record in records:
+        counts.setdefault(record["module"], Counter())[record["status"]] += 1
+    print(f"\n== {group.name} ({group.engine})" + (f": {group.notes}" if group.notes else ""))
+    print(f"   {'module':34} {'mutants':>7} {'unrun':>5} {'killed':>6} {'timeout':>7} "
+          f"{'survived':>8} {'no tests':>8} {'other':>5} {'kill rate':>9}")  # fmt: skip
+    for module in group.modules:
+        c = counts.get(module, Counter())
+        total = sum(c.values())
+        killed = c["killed"] + c["timeout"]
+        tested = killed + c["survived"]
+        other = total - tested - c["no tests"] - c["not checked"]
+        rate = f"{100 * killed / tested:.1f} %" if tested else "-"
+        print(f"   {module:34} {total:7} {c['not checked']:5} {c['killed']:6} {c['timeout']:7} "
+              f"{c['survived']:8} {c['no tests']:8} {other:5} {rate:>9}")  # fmt: skip
+    if diffs:
+        for record in records:
+            if record["status"] in ("survived", "suspicious", "no tests"):
+                diff = record.get("diff") or mutmut_diff(group, record["module"], record["mutant"])
+                print(f"\n   [{record['status']}] {record['module']} {record['mutant']}")
+                print("\n".join("      " + line for line in diff.splitlines()))
+    return counts
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the chosen groups (all by default), then print their reports."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("groups", nargs="*", metavar="GROUP", help=f"of {', '.join(GROUPS)}")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants tested at once (mutmut)")
+    parser.add_argument("--fresh", action="store_true", help="forget earlier results")
+    parser.add_argument("--report", action="store_true", help="only print the last results")
+    parser.add_argument("--no-diffs", action="store_true", help="counts only")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="mutmut groups: (re)run only the mutants whose names match (repeatable)",
+    )
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        help="file groups: start no mutant after this long (results so far are kept)",
+    )
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.groups if name not in GROUPS]
+    if unknown:
+        parser.error(f"unknown group(s) {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
+    groups = [GROUPS[name] for name in args.groups or GROUPS]
+    for group in groups:
+        if args.report:
+            continue
+        if group.engine == "mutmut":
+            run_mutmut(group, jobs=args.jobs, fresh=args.fresh, only=args.only)
+        else:
+            budget = args.max_minutes * 60 if args.max_minutes is not None else float("inf")
+            run_file(group, fresh=args.fresh, deadline=time.monotonic() + budget)
+    for group in groups:
+        report(group, diffs=not args.no_diffs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Guards of the chat client (issue 14, survivors of ``make mutation`` in evaluation/_client):
+``Retry-After`` as an HTTP date, the reason a failed request records, and which statuses and
+fields make a context overflow."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import httpx
+import pytest
+
+from kyai.evaluation import ChatClient, ChatError, RetryPolicy, parse_overflow
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+PATIENT = RetryPolicy(max_retries=1, backoff_base_s=0.001, backoff_max_s=120.0)
+
+
+def completion() -> dict[str, object]:
+    return {
+        "id": "c",
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+    }
+
+
+async def slept_after(
+    monkeypatch: pytest.MonkeyPatch, retry_after: str, policy: RetryPolicy = PATIENT
+) -> float:
+    """How long the client waits after a 503 carrying ``Retry-After: retry_after``."""
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr("asyncio.sleep", fake_sleep)
+    answers = [
+        httpx.Response(503, headers={"Retry-After": retry_after}, json={}),
+        httpx.Response(200, json=completion()),
+    ]
+    transport = httpx.MockTransport(lambda request: answers.pop(0))
+    async with ChatClient("http://llm.test", retry=policy, transport=transport) as client:
+        await client.chat("m", MESSAGES, max_tokens=5)
+    assert len(slept) == 1
+    return slept[0]
+
+
+async def test_retry_after_as_an_http_date_in_the_future(monkeypatch: pytest.MonkeyPatch) -> None:
+    when = datetime.now(UTC) + timedelta(seconds=30)
+    waited = await slept_after(monkeypatch, format_datetime(when, usegmt=True))
+    assert 27.0 <= waited <= 30.0
+
+
+async def test_retry_after_as_a_date_without_zone_is_utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    when = datetime.now(UTC) + timedelta(seconds=30)
+    naive = format_datetime(when.replace(tzinfo=None))  # "... -0000": no zone given
+    waited = await slept_after(monkeypatch, naive)
+    assert 27.0 <= waited <= 30.0
+
+
+async def test_retry_after_in_the_past_means_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    when = datetime.now(UTC) - timedelta(hours=1)
+    assert await slept_after(monkeypatch, format_datetime(when, usegmt=True)) == 0.0
+
+
+async def test_unreadable_retry_after_falls_back_to_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    policy = RetryPolicy(max_retries=1, backoff_base_s=4.0, backoff_max_s=120.0)
+    waited = await slept_after(monkeypatch, "soon", policy)
+    assert 2.0 <= waited <= 4.0  # the first retry's jittered backoff
+
+
+async def failure(response: httpx.Response) -> ChatError:
+    transport = httpx.MockTransport(lambda request: response)
+    async with ChatClient("http://llm.test", retry=PATIENT, transport=transport) as client:
+        with pytest.raises(ChatError) as info:
+            await client.chat("m", MESSAGES, max_tokens=5)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("response", "message"),
+    [
+        (httpx.Response(404, json={"error": {"message": "no such model"}}), "no such model"),
+        (httpx.Response(404, json={"message": "flat message"}), "flat message"),
+        (httpx.Response(404, json={"error": {"message": ""}}), '{"error":{"message":""}}'),
+        (httpx.Response(404, text="  upstream is down \n"), "upstream is down"),
+        (httpx.Response(404, text=""), "(empty body)"),
+        (httpx.Response(404, text="x" * 600), "x" * 500),
+    ],
+)
+async def test_the_reason_of_a_failed_request(response: httpx.Response, message: str) -> None:
+    error = await failure(response)
+    assert error.status == 404 and error.kind == "http_error"
+    assert error.message == f"HTTP 404: {message}"
+
+
+OVERFLOW = "This model's maximum context length is 2048 tokens. (2100 in the messages)"
+
+
+@pytest.mark.parametrize("status", [400, 413, 422])
+def test_overflow_statuses(status: int) -> None:
+    body = {"error": {"message": OVERFLOW}}
+    overflow = parse_overflow(status, body, json.dumps(body))
+    assert overflow is not None and overflow.window == 2048
+
+
+@pytest.mark.parametrize("status", [401, 404, 414, 423, 500])
+def test_other_statuses_are_never_overflow(status: int) -> None:
+    body = {"error": {"message": OVERFLOW}}
+    assert parse_overflow(status, body, json.dumps(body)) is None
+
+
+@pytest.mark.parametrize("field", ["type", "code"])
+def test_overflow_named_only_by_type_or_code(field: str) -> None:
+    body = {"error": {"message": "Bad request: 4096 tokens allowed", field: "context_length"}}
+    assert parse_overflow(400, body, json.dumps(body)) is not None
+    plain = {"error": {"message": "Bad request: 4096 tokens allowed", field: "other"}}
+    assert parse_overflow(400, plain, json.dumps(plain)) is None
+
+
+def test_overflow_message_from_the_text_when_the_body_is_not_json() -> None:
+    text = "This model's maximum context length is 1024 tokens."
+    overflow = parse_overflow(400, None, text)
+    assert overflow is not None and overflow.window == 1024
+
+
+def test_a_prompt_known_only_as_a_lower_bound() -> None:
+    message = (
+        "This model's maximum context length is 4096 tokens. However, your request has at "
+        "least 5000 input tokens."
+    )
+    overflow = parse_overflow(400, {"error": {"message": message}}, message)
+    assert overflow is not None
+    assert overflow.prompt_tokens == 5000 and overflow.prompt_is_lower_bound is True
+    exact = parse_overflow(400, {"error": {"message": OVERFLOW}}, OVERFLOW)
+    assert exact is not None and exact.prompt_tokens == 2100
+    assert exact.prompt_is_lower_bound is False

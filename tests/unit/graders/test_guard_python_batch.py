@@ -1,0 +1,117 @@
+"""Guards of Python ``grade_batch`` graders (issue 14, survivors of ``make mutation`` in
+graders/_python): a failed batch scores every row 0 and keeps each row's extracted answer;
+ill-shaped returns are noted and ignored field by field, never crash the grading."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from kyai.datasets import Row
+from kyai.graders import GradeInput, GradingContext, GradingOutcome, PythonGrader
+
+CONTEXT = GradingContext(dataset="d", candidate_model="m", run_id="r", concurrency=1, bridge=None)
+
+
+def items(*answers: str, failed: Sequence[int] = ()) -> list[GradeInput]:
+    return [
+        GradeInput(
+            row=Row(index=i, row_id=f"r{i}", instruction="q", ground_truth_response="a"),
+            response=answer,
+            candidate_failed=i in failed,
+        )
+        for i, answer in enumerate(answers)
+    ]
+
+
+async def grade(body: str, inputs: list[GradeInput], **fields: Any) -> GradingOutcome:
+    source = "def grade_batch(samples):\n" + "".join(f"    {line}\n" for line in body.splitlines())
+    declaration = {"grader": {"type": "python", "contract": "batch", "source": source, **fields}}
+    return await PythonGrader.from_declaration(declaration).grade(inputs, CONTEXT)
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        ("raise RuntimeError('boom')", "grader_exception"),
+        ("return [1.0]", "grader_invalid_result"),
+        ("return {'metrics': {'x': float('inf')}}", "grader_invalid_result"),
+        ("return object()", "grader_invalid_result"),  # unserializable
+    ],
+)
+async def test_a_failed_batch_scores_every_row_zero(body: str, kind: str) -> None:
+    outcome = await grade(body, items(" one ", "two", "three", failed=[2]))
+    assert [g.score for g in outcome.grades] == [0.0, 0.0, 0.0]
+    assert [g.error_kind for g in outcome.grades] == [kind, kind, "candidate_error"]
+    assert [g.extracted for g in outcome.grades] == ["one", "two", "three"]
+    assert all(g.message for g in outcome.grades)
+    assert outcome.metrics == {}
+
+
+async def test_an_unserializable_return_is_named() -> None:
+    outcome = await grade("return object()", items("a"))
+    (g,) = outcome.grades
+    assert g.message is not None
+    assert g.message.startswith("grade_batch returned ")
+    assert g.message.endswith("; it must return a dict with 'metrics' and/or 'samples'.")
+
+
+async def test_a_dict_shaped_like_the_unserializable_marker_is_still_a_dict() -> None:
+    # Only the exact marker {"$unserializable", "repr"} is refused; other keys are fields.
+    body = "return {'$unserializable': 1, 'metrics': {'acc': 0.5}}"
+    outcome = await grade(body, items("a"))
+    assert outcome.metrics == {"acc": 0.5}
+    assert outcome.grades[0].ok
+
+
+async def test_ill_shaped_fields_are_noted_and_ignored() -> None:
+    body = (
+        "return {'metrics': [1, 2], 'samples': [\n"
+        "    {'sample_id': 'r0', 'scores': {'acc': 1.0}},\n"
+        "]}"
+    )
+    outcome = await grade(body, items("a", "b"))
+    assert outcome.metrics == {}
+    assert [g.score for g in outcome.grades] == [1.0, 0.0]
+    notes = outcome.grades[0].details["batch_notes"]
+    assert notes == ["'metrics' is a list, not an object; ignored."]
+
+    samples_not_a_list = await grade(
+        "return {'metrics': {'acc': 0.25}, 'samples': {'r0': 1}}", items("a")
+    )
+    assert samples_not_a_list.metrics == {"acc": 0.25}
+    (g,) = samples_not_a_list.grades
+    assert g.ok and g.score == 0.0  # metrics only: the row has no score of its own
+    assert g.details["batch_notes"] == ["'samples' is a dict, not a list; ignored."]
+
+
+async def test_metrics_only_and_samples_only_returns_work() -> None:
+    only_metrics = await grade("return {'metrics': {'acc': 0.5}}", items("a"))
+    assert only_metrics.metrics == {"acc": 0.5} and only_metrics.grades[0].ok
+    assert "batch_notes" not in only_metrics.grades[0].details  # no 'samples' is no problem
+    only_samples = await grade(
+        "return {'samples': [{'sample_id': s['sample_id'], 'scores': {'acc': 1.0}} "
+        "for s in samples]}",
+        items("a", "b"),
+    )
+    assert only_samples.metrics == {}
+    assert [g.score for g in only_samples.grades] == [1.0, 1.0]
+    assert "batch_notes" not in only_samples.grades[0].details  # no 'metrics' is no problem
+
+
+async def test_every_sample_update_is_read_past_a_bad_one() -> None:
+    body = (
+        "return {'samples': [\n"
+        "    {'sample_id': 'r0'},\n"  # no scores at all
+        "    {'sample_id': 'r1', 'scores': 'high'},\n"  # scores not an object
+        "    {'no_id': 1},\n"
+        "    {'sample_id': 'r2', 'scores': {'acc': 1.0, 'bad': float('nan')}},\n"
+        "]}"
+    )
+    outcome = await grade(body, items("a", "b", "c"))
+    assert [g.score for g in outcome.grades] == [0.0, 0.0, 1.0]
+    assert list(outcome.grades[2].details["dropped_scores"]) == ["bad"]
+    assert outcome.grades[2].scores == {"acc": 1.0}
+    assert "samples[2] has no 'sample_id'; ignored." in outcome.grades[0].details["batch_notes"]
