@@ -42,3 +42,7 @@ MANAGER = "kyai-operator"
 
 #: The port every engine serves on inside its pod.
 ENGINE_PORT = 8000
+
+#: The environment variable telling ``kyai generate/judge`` where to write its final error
+#: (a worker container's ``terminationMessagePath``; Kubernetes keeps at most 4096 bytes).
+TERMINATION_MESSAGE_ENV = "KYAI_TERMINATION_MESSAGE_PATH"

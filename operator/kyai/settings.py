@@ -60,6 +60,11 @@ class OperatorSettings(BaseModel):
     """Port of the liveness endpoint /healthz (0: not served)."""
     workload_poll_seconds: float = Field(default=15.0, gt=0)
     """How often a Workload's /v1/models is read while it is not Ready."""
+    worker_start_timeout_seconds: float = Field(default=300.0, gt=0)
+    """How long a worker pod may fail to start (CreateContainerConfigError, ErrImagePull,
+    ImagePullBackOff, Unschedulable, ...) or a run may wait for its judge's Secret once
+    generation is done, before the run ends Failed. The cause is on the run's conditions
+    from the first look (within ~10 s)."""
     snapshot_configmap_limit_bytes: int = Field(default=900_000, ge=1024)
     """Largest ConfigMap the operator writes for a Snapshot (the API server's limit is
     1 MiB for the whole object)."""

@@ -14,8 +14,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kyai.builders._common import (
+    LABEL_NAME_MAX,
     WORKER_TMP_PATH,
     WorkerSecurity,
+    child_name,
+    label_value,
     owner_reference,
     standard_labels,
     worker_security_context,
@@ -27,39 +30,43 @@ from kyai.constants import (
     KINDS,
     LABEL_COMPONENT,
     LABEL_RUN,
+    TERMINATION_MESSAGE_ENV,
 )
 
 TMP_MOUNT = WORKER_TMP_PATH
 
+#: Where a worker container writes its final error (Kubernetes' default path).
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"
+
 
 def generation_job_name(run: str) -> str:
     """The generation Job's name."""
-    return f"{run}-generate"
+    return child_name(run, "-generate", limit=LABEL_NAME_MAX)
 
 
 def judge_job_name(run: str) -> str:
     """The judge Job's name."""
-    return f"{run}-judge"
+    return child_name(run, "-judge", limit=LABEL_NAME_MAX)
 
 
 def results_claim_name(run: str) -> str:
     """The name of the PVC the operator creates for a run's results."""
-    return f"{run}-results"
+    return child_name(run, "-results")
 
 
 def graders_config_map_name(run: str) -> str:
     """The ConfigMap holding a run's Python grader declarations."""
-    return f"{run}-graders"
+    return child_name(run, "-graders")
 
 
 def judge_secret_name(run: str) -> str:
     """The Secret a run gets its copy of the platform judge's API key in."""
-    return f"{run}-judge-key"
+    return child_name(run, "-judge-key")
 
 
 def worker_name(run: str) -> str:
     """The name of the run's worker ServiceAccount, Role and RoleBinding."""
-    return f"{run}-worker"
+    return child_name(run, "-worker")
 
 
 def run_labels(run: str, component: str) -> dict[str, str]:
@@ -206,6 +213,7 @@ def _worker_container(
         "env": [
             {"name": "HOME", "value": TMP_MOUNT},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
+            {"name": TERMINATION_MESSAGE_ENV, "value": TERMINATION_MESSAGE_PATH},
             *(secret.env_entry() for secret in job.secrets),
         ],
         "resources": {
@@ -214,6 +222,9 @@ def _worker_container(
         },
         "volumeMounts": mounts,
         "securityContext": security.container,
+        # The worker writes its last error there; if it could not, the log's tail is used.
+        "terminationMessagePath": TERMINATION_MESSAGE_PATH,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
 
 
@@ -319,7 +330,7 @@ def judge_network_policy(owner: Mapping[str, Any], endpoint_ports: Sequence[int]
         "kind": "NetworkPolicy",
         "metadata": _metadata(owner, judge_job_name(run), "judge"),
         "spec": {
-            "podSelector": {"matchLabels": {LABEL_RUN: run, LABEL_COMPONENT: "judge"}},
+            "podSelector": {"matchLabels": {LABEL_RUN: label_value(run), LABEL_COMPONENT: "judge"}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
             "egress": [

@@ -6,7 +6,7 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from kyai.builders._common import owner_reference
+from kyai.builders._common import child_name, label_value, owner_reference
 from kyai.constants import (
     LABEL_COMPONENT,
     LABEL_MANAGED_BY,
@@ -19,7 +19,7 @@ from kyai.constants import (
 
 def config_map_name(snapshot: str) -> str:
     """The ConfigMap holding a Snapshot's resolved rows."""
-    return f"{snapshot}-rows"
+    return child_name(snapshot, "-rows")
 
 
 def snapshot_config_map(
@@ -38,7 +38,7 @@ def snapshot_config_map(
                 LABEL_COMPONENT: "snapshot",
                 LABEL_PART_OF: "kyai-operator",
                 LABEL_MANAGED_BY: MANAGER,
-                LABEL_SNAPSHOT: meta["name"],
+                LABEL_SNAPSHOT: label_value(meta["name"]),
             },
             "ownerReferences": [owner_reference(owner)],
         },

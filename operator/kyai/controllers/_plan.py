@@ -354,3 +354,38 @@ async def resolve_plan(svc: Services, run: Mapping[str, Any], spec: EvaluationRu
     if spec.generation_from is not None:
         return await _rejudge(svc, run, spec)
     return await _generate(svc, run, spec)
+
+
+async def missing_secret(
+    svc: Services, namespace: str, plan: Plan, *, judge_only: bool = False
+) -> Waiting | None:
+    """Why a Secret the run's Jobs read is not there yet (a Waiting to report), or None.
+
+    Checked before the run starts and again before the judge Job is created: a worker pod
+    whose Secret is missing would sit in CreateContainerConfigError instead.
+    """
+    wanted: list[tuple[str, str, str, str]] = []  # (what, namespace, name, key)
+    if plan.candidate_secret is not None and not judge_only and plan.generate:
+        secret = plan.candidate_secret
+        wanted.append(("the candidate's API key", namespace, secret.secret, secret.key))
+    llm = plan.judges.llm
+    if llm is not None and llm.copy_secret_from is not None:
+        source = llm.copy_secret_from
+        wanted.append(("the default judge's API key", source.namespace, source.name, source.key))
+    elif llm is not None and llm.secret is not None:
+        wanted.append(("the judge's API key", namespace, llm.secret.secret, llm.secret.key))
+    for what, where, name, key in wanted:
+        found = await svc.kube.get("Secret", where, name)
+        if found is None:
+            return Waiting(
+                c.SECRET_NOT_FOUND,
+                f"the Secret {name} in namespace {where} ({what}) does not exist; "
+                "the run goes on once it does",
+            )
+        if key not in (found.get("data") or {}) and key not in (found.get("stringData") or {}):
+            return Waiting(
+                c.SECRET_NOT_FOUND,
+                f"the Secret {name} in namespace {where} ({what}) has no key {key}; "
+                "the run goes on once it has",
+            )
+    return None

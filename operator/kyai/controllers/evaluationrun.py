@@ -11,6 +11,7 @@ conditions. This module is the state machine only: the plan is resolved by
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,11 +19,13 @@ from pydantic import ValidationError
 from kyai.api import EvaluationRunSpec, EvaluationRunStatus, Thresholds
 from kyai.api.evaluationrun import EvaluationRunPhase
 from kyai.builders import evaluation as build
-from kyai.builders import spec_hash, worker_args
+from kyai.builders import label_value, spec_hash, worker_args
 from kyai.builders.plan import LLMJudgePlan, Plan
+from kyai.constants import LABEL_COMPONENT, LABEL_RUN
 from kyai.controllers import _conditions as c
 from kyai.controllers._kube import KubeError
-from kyai.controllers._plan import KIND, Invalid, Waiting, resolve_plan
+from kyai.controllers._plan import KIND, Invalid, Waiting, missing_secret, resolve_plan
+from kyai.controllers._pods import failure_message, first_trouble, parse_time
 from kyai.controllers._services import Services
 from kyai.controllers._status import Change, StatusWriter, spec_changed
 
@@ -49,6 +52,13 @@ def job_state(job: Mapping[str, Any] | None) -> tuple[str, str]:
     if (status.get("succeeded") or 0) >= 1:
         return "succeeded", ""
     return "running", ""
+
+
+def _ready_reason(status: EvaluationRunStatus) -> str | None:
+    for condition in status.conditions or []:
+        if condition.type == c.READY:
+            return condition.reason
+    return None
 
 
 def threshold_condition(
@@ -153,6 +163,10 @@ class RunReconciler:
             await self.fail(invalid.reason, invalid.message)
             return
         plan, facts = resolved.plan, resolved.facts
+        missing = await missing_secret(self.svc, self.namespace, plan)
+        if missing is not None:
+            await self._wait(missing)
+            return
         phase: EvaluationRunPhase
         if plan.generate:
             phase, reason = "Generating", c.GENERATING
@@ -226,11 +240,68 @@ class RunReconciler:
             current, _ = await self.svc.kube.create(manifest)
         state, message = job_state(current)
         if state == "failed":
+            said = failure_message(await self._job_pods(job))
+            detail = f"{said} (Job: {message})" if said else message
             await self.fail(
                 reason,
-                f"the {what} Job {job.name} failed: {message}; see `kubectl logs job/{job.name}`",
+                f"the {what} Job {job.name} failed: {detail}; see `kubectl logs job/{job.name}`",
             )
+        elif state == "running" and not ((current or {}).get("status") or {}).get("ready"):
+            await self._watch_start(job, what)
         return state == "succeeded"
+
+    async def _job_pods(self, job: build.WorkerJob) -> list[dict[str, Any]]:
+        """The pods of a worker Job (selected by the template's labels, owned by the Job)."""
+        selector = f"{LABEL_RUN}={label_value(self.name)},{LABEL_COMPONENT}={job.component}"
+        pods = await self.svc.kube.list("Pod", self.namespace, label_selector=selector)
+        return [
+            pod
+            for pod in pods
+            if any(
+                ref.get("kind") == "Job" and ref.get("name") == job.name
+                for ref in (pod.get("metadata") or {}).get("ownerReferences") or []
+            )
+        ]
+
+    async def _watch_start(self, job: build.WorkerJob, what: str) -> None:
+        """Report a worker pod that cannot start on the run; fail the run after the deadline."""
+        trouble = first_trouble(await self._job_pods(job))
+        current = self.current()
+        reason = _ready_reason(current)
+        if trouble is None:
+            if reason == c.WORKER_NOT_STARTING:
+                await self._resume_phase(current)
+            return
+        deadline = self.svc.settings.worker_start_timeout_seconds
+        waited = (datetime.now(UTC) - trouble.since).total_seconds()
+        if waited > deadline:
+            await self.svc.kube.delete("Job", self.namespace, job.name)
+            await self.fail(
+                c.WORKER_NOT_STARTING,
+                f"the {what} Job {job.name} could not start its {trouble.describe()} "
+                f"(for {waited:.0f} s, longer than the {deadline:g} s the operator's "
+                "workerStartTimeoutSeconds allows)",
+            )
+            return
+        message = (
+            f"the {what} Job {job.name} cannot start its {trouble.describe()}; the run fails "
+            f"if it has not started {deadline:g} s after the pod was created"
+        )
+        if reason == c.WORKER_NOT_STARTING and current.message == message:
+            return
+        assert current.phase is not None
+        await self._set_phase(current.phase, c.WORKER_NOT_STARTING, message, progressing=True)
+        self.writer.event("Warning", c.WORKER_NOT_STARTING, message)
+
+    async def _resume_phase(self, current: EvaluationRunStatus) -> None:
+        """Back to the phase's own reason and message once what blocked it is gone."""
+        if current.phase == "Judging":
+            reason, text = c.JUDGING, f"judging the answers with {current.judge_model}"
+        else:
+            reason = c.GENERATING
+            text = f"generating answers of {current.model} on {current.dataset}"
+        assert current.phase is not None
+        await self._set_phase(current.phase, reason, text, progressing=True)
 
     async def _generating(self, plan: Plan, spec: EvaluationRunSpec) -> None:
         job = build.generation_job(self.name, plan)
@@ -248,8 +319,45 @@ class RunReconciler:
             generation=spec.generation,
         )
         job = build.judge_job(self.name, plan.judges, args)
+        if not await self._judge_secret_ready(plan, job):
+            return
         if await self._job_outcome(job, spec, plan, c.JUDGING_FAILED, "judge"):
             await self._complete(spec)
+
+    async def _judge_secret_ready(self, plan: Plan, job: build.WorkerJob) -> bool:
+        """Before the judge Job exists: its Secret is there, or the run says it waits for it.
+
+        The wait has the same deadline as a worker pod that cannot start, counted from the
+        moment the run began waiting.
+        """
+        if await self.svc.kube.get("Job", self.namespace, job.name) is not None:
+            return True
+        missing = await missing_secret(self.svc, self.namespace, plan, judge_only=True)
+        current = self.current()
+        waiting_since = None
+        for condition in current.conditions or []:
+            if condition.type == c.PROGRESSING and condition.reason == c.SECRET_NOT_FOUND:
+                waiting_since = parse_time(condition.last_transition_time)
+        if missing is None:
+            if waiting_since is not None:
+                await self._resume_phase(current)
+            return True
+        deadline = self.svc.settings.worker_start_timeout_seconds
+        if waiting_since is not None:
+            waited = (datetime.now(UTC) - waiting_since).total_seconds()
+            if waited > deadline:
+                await self.fail(
+                    c.SECRET_NOT_FOUND,
+                    f"{missing.message.split(';')[0]} for {waited:.0f} s, longer than the "
+                    f"{deadline:g} s the operator's workerStartTimeoutSeconds allows",
+                )
+                return False
+            if current.message == missing.message:
+                return False
+        assert current.phase is not None
+        await self._set_phase(current.phase, missing.reason, missing.message, progressing=False)
+        self.writer.event("Warning", missing.reason, missing.message)
+        return False
 
     async def _complete(self, spec: EvaluationRunSpec) -> None:
         fresh = await self.svc.kube.get(KIND, self.namespace, self.name)

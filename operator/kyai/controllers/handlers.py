@@ -44,6 +44,14 @@ def _job_finished(status: kopf.Status, **_: Any) -> bool:
     )
 
 
+def owning_run(meta: Any) -> str | None:
+    """The name of the EvaluationRun owning a child (its label value may be cut to 63)."""
+    for owner in meta.get("ownerReferences") or []:
+        if owner.get("kind") == "EvaluationRun" and owner.get("apiVersion", "").startswith(GROUP):
+            return str(owner["name"])
+    return None
+
+
 def _workload_not_ready(status: kopf.Status, **_: Any) -> bool:
     return status.get("phase") != "Ready"
 
@@ -178,10 +186,10 @@ def _register_runs(registry: kopf.OperatorRegistry) -> None:
         when=_job_finished,
         registry=registry,
     )
-    async def worker_job(
-        labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any
-    ) -> None:
-        await reconcile_run(services(memo), _ns(namespace), labels[LABEL_RUN])
+    async def worker_job(meta: kopf.Meta, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+        run = owning_run(meta)
+        if run is not None:
+            await reconcile_run(services(memo), _ns(namespace), run)
 
     @kopf.on.event(GROUP, VERSION, "evaluationruns", registry=registry)
     async def run_metrics(
