@@ -60,6 +60,7 @@ async def test_final_error_is_written_to_the_termination_message(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     log = tmp_path / "termination-log"
+    log.write_bytes(b"")  # as the kubelet does before the container starts
     monkeypatch.setenv(TERMINATION_MESSAGE_ENV, str(log))
     monkeypatch.setenv("KYAI_TEST_KEY", KEY)
     status = await _run(generate_args(refusing_server, tmp_path))
@@ -71,7 +72,7 @@ async def test_final_error_is_written_to_the_termination_message(
     assert KEY not in written
 
 
-async def test_no_path_no_file_and_an_unwritable_path_is_no_crash(
+async def test_no_path_or_no_file_writes_nothing_and_does_not_crash(
     refusing_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KYAI_TEST_KEY", KEY)
@@ -80,3 +81,7 @@ async def test_no_path_no_file_and_an_unwritable_path_is_no_crash(
     assert not list(tmp_path.glob("*termination*"))
     monkeypatch.setenv(TERMINATION_MESSAGE_ENV, str(tmp_path / "missing-dir" / "log"))
     assert await _run(generate_args(refusing_server, tmp_path / "second")) == 3
+    # No file there (not run by a kubelet): none is created.
+    monkeypatch.setenv(TERMINATION_MESSAGE_ENV, str(tmp_path / "absent-log"))
+    assert await _run(generate_args(refusing_server, tmp_path / "third")) == 3
+    assert not (tmp_path / "absent-log").exists()

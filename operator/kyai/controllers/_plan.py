@@ -295,6 +295,8 @@ async def _ready_reference(
             f"the {kind} {name} does not exist in namespace {namespace}; "
             "the run starts once it is Ready",
         )
+    if obj["metadata"].get("deletionTimestamp"):
+        raise Waiting(reasons[1], f"the {kind} {name} is being deleted")
     if not _ready(obj):
         phase = (obj.get("status") or {}).get("phase") or "Pending"
         raise Waiting(reasons[1], f"the {kind} {name} is {phase}, not Ready")

@@ -23,6 +23,7 @@ from kyai.builders import label_value, spec_hash, worker_args
 from kyai.builders.plan import LLMJudgePlan, Plan
 from kyai.constants import LABEL_COMPONENT, LABEL_RUN
 from kyai.controllers import _conditions as c
+from kyai.controllers._inuse import protect, references, release_references
 from kyai.controllers._kube import KubeError
 from kyai.controllers._plan import KIND, Invalid, Waiting, missing_secret, resolve_plan
 from kyai.controllers._pods import failure_message, first_trouble, parse_time
@@ -117,6 +118,7 @@ class RunReconciler:
         """End the run Failed."""
         await self._set_phase("Failed", reason, message, progressing=False, completed_at=c.now())
         self.writer.event("Warning", reason, message)
+        await release_references(self.svc, self.namespace, references(self.run))
 
     def current(self) -> EvaluationRunStatus:
         """The run's status as last read or written, through the API model."""
@@ -167,6 +169,13 @@ class RunReconciler:
         if missing is not None:
             await self._wait(missing)
             return
+        if plan.generate:
+            for kind, name in references(self.run):
+                gone = await protect(self.svc, kind, self.namespace, name)
+                if gone is not None:
+                    reason = c.SNAPSHOT_NOT_READY if kind == "Snapshot" else c.WORKLOAD_NOT_READY
+                    await self._wait(Waiting(reason, gone))
+                    return
         phase: EvaluationRunPhase
         if plan.generate:
             phase, reason = "Generating", c.GENERATING
@@ -391,6 +400,7 @@ class RunReconciler:
             )
         )
         self.writer.event("Normal", c.SUCCEEDED, message)
+        await release_references(self.svc, self.namespace, references(self.run))
 
 
 async def reconcile_run(svc: Services, namespace: str, name: str) -> None:

@@ -11,7 +11,16 @@ from typing import Any
 
 import kopf
 
-from kyai.constants import FINALIZER, GROUP, KOPF_PREFIX, LABEL_RUN, LABEL_WORKLOAD, VERSION
+from kyai.constants import (
+    FINALIZER,
+    GROUP,
+    IN_USE_FINALIZER,
+    KOPF_PREFIX,
+    LABEL_RUN,
+    LABEL_WORKLOAD,
+    VERSION,
+)
+from kyai.controllers._inuse import references, release_if_unused, release_references
 from kyai.controllers._kube import KubeClient
 from kyai.controllers._services import Services, services
 from kyai.controllers.evaluationrun import TERMINAL, reconcile_run
@@ -136,7 +145,10 @@ def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSetti
         await reconcile_workload(services(memo), _ns(namespace), labels[LABEL_WORKLOAD])
 
     @kopf.on.event(GROUP, VERSION, "workloads", registry=registry)
-    async def workload_changed(namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+    async def workload_changed(
+        namespace: str | None, name: str, meta: kopf.Meta, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await _release_deleted(services(memo), "Workload", _ns(namespace), name, meta)
         await _reconcile_pending_runs(services(memo), _ns(namespace))
 
 
@@ -152,7 +164,10 @@ def _register_snapshots(registry: kopf.OperatorRegistry) -> None:
             raise kopf.TemporaryError("the snapshot's source is not available yet", delay=delay)
 
     @kopf.on.event(GROUP, VERSION, "snapshots", registry=registry)
-    async def snapshot_changed(namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+    async def snapshot_changed(
+        namespace: str | None, name: str, meta: kopf.Meta, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await _release_deleted(services(memo), "Snapshot", _ns(namespace), name, meta)
         await _reconcile_pending_runs(services(memo), _ns(namespace))
 
 
@@ -200,8 +215,15 @@ def _register_runs(registry: kopf.OperatorRegistry) -> None:
         if event.get("type") == "DELETED":
             svc.metrics.forget(_ns(namespace), name)
             svc.forget("EvaluationRun", _ns(namespace), name)
+            await release_references(svc, _ns(namespace), references(body))
         else:
             svc.metrics.observe(dict(body))
+
+
+async def _release_deleted(svc: Services, kind: str, namespace: str, name: str, meta: Any) -> None:
+    """An object being deleted that carries the in-use finalizer: free it if unused."""
+    if meta.get("deletionTimestamp") and IN_USE_FINALIZER in (meta.get("finalizers") or []):
+        await release_if_unused(svc, kind, namespace, name)
 
 
 async def _reconcile_pending_runs(svc: Services, namespace: str) -> None:

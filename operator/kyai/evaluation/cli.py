@@ -392,8 +392,9 @@ def _error(args: argparse.Namespace, message: object) -> None:
     text = redact(f"kyai {args.command}: error: {message}")
     print(text, file=sys.stderr)
     # In a worker Job, also the container's termination message: the operator quotes it.
+    # The kubelet creates that file before the container starts; none is created here.
     path = os.environ.get(TERMINATION_MESSAGE_ENV)
-    if path:
+    if path and os.path.isfile(path):
         try:
             with open(path, "wb") as log:
                 log.write(text.encode("utf-8", "replace")[:4096])

@@ -10,6 +10,8 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import jsonpatch
+
 from kyai.api import EvaluationRunStatus
 from kyai.builders import evaluation as build
 from kyai.controllers import _conditions as c
@@ -40,6 +42,7 @@ class MemoryKube:
         meta = obj["metadata"]
         meta.setdefault("uid", f"uid-{meta['name']}")
         meta.setdefault("creationTimestamp", stamp())
+        meta.setdefault("resourceVersion", "1")
         self.objects[(obj["kind"], meta["namespace"], meta["name"])] = obj
 
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -66,9 +69,17 @@ class MemoryKube:
         return copy.deepcopy(obj), True
 
     async def patch(
-        self, kind: str, namespace: str, name: str, body: dict[str, Any], *, subresource: str = ""
-    ) -> dict[str, Any]:
+        self, kind: str, namespace: str, name: str, body: Any, *, subresource: str = "",
+        content_type: str = "",
+    ) -> dict[str, Any]:  # fmt: skip
         obj = self.objects[(kind, namespace, name)]
+        if isinstance(body, list):  # a JSON patch
+            patched = jsonpatch.apply_patch(obj, body)
+            patched["metadata"]["resourceVersion"] = str(
+                int(obj["metadata"]["resourceVersion"]) + 1
+            )
+            self.objects[(kind, namespace, name)] = patched
+            return copy.deepcopy(patched)
         for key, value in body.items():
             if isinstance(value, dict):
                 merged = dict(obj.get(key) or {})
@@ -330,3 +341,41 @@ async def test_a_judge_secret_missing_past_the_deadline_fails_the_run() -> None:
     assert status.phase == "Failed"
     _, reason, message = condition(status, c.READY)
     assert reason == c.SECRET_NOT_FOUND and "judge-key" in message and "60 s" in message
+
+
+# -- in-use protection ------------------------------------------------------------------------
+
+
+async def test_a_started_run_protects_its_snapshot_and_workload_until_it_ends() -> None:
+    from kyai.constants import IN_USE_FINALIZER
+    from kyai.controllers._inuse import release_if_unused
+
+    svc, kube = world(worker_start_timeout_seconds=60)
+    kube.put(run_object())
+    assert (await step(svc, kube)).phase == "Generating"
+    snapshot = kube.objects[("Snapshot", NS, "snap")]
+    workload = kube.objects[("Workload", NS, "cand")]
+    assert IN_USE_FINALIZER in snapshot["metadata"]["finalizers"]
+    assert IN_USE_FINALIZER in workload["metadata"]["finalizers"]
+    # Not being deleted: nothing to release, whatever the runs do.
+    assert not await release_if_unused(svc, "Snapshot", NS, "snap")
+    # Deleted while the run generates: the finalizer holds (the rows ConfigMap stays).
+    snapshot["metadata"]["deletionTimestamp"] = stamp()
+    assert not await release_if_unused(svc, "Snapshot", NS, "snap")
+    assert IN_USE_FINALIZER in kube.objects[("Snapshot", NS, "snap")]["metadata"]["finalizers"]
+    # A second run naming it waits, and says why.
+    second = run_object()
+    second["metadata"]["name"] = "second"
+    kube.put(second)
+    await RunReconciler(svc, copy.deepcopy(second)).reconcile()
+    waiting = EvaluationRunStatus.model_validate(
+        kube.objects[("EvaluationRun", NS, "second")]["status"]
+    )
+    assert waiting.phase == "Pending" and waiting.message == "the Snapshot snap is being deleted"
+    # The run ends: the Snapshot's deletion goes on, the Workload (not deleted) keeps it.
+    gen = build.generation_job_name(RUN_NAME)
+    kube.objects[("Job", NS, gen)]["status"] = {"conditions": [
+        {"type": "Failed", "status": "True", "message": "deadline"}]}  # fmt: skip
+    assert (await step(svc, kube)).phase == "Failed"
+    assert IN_USE_FINALIZER not in kube.objects[("Snapshot", NS, "snap")]["metadata"]["finalizers"]
+    assert IN_USE_FINALIZER in kube.objects[("Workload", NS, "cand")]["metadata"]["finalizers"]
