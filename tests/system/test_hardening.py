@@ -1,0 +1,186 @@
+"""Runs never hang: long names, missing Secrets, pods that cannot start, deleted Snapshots.
+
+Against the devcluster with a short start deadline (``KYAI_WORKER_START_TIMEOUT_SECONDS``),
+so that "ends Failed after its deadline" is seen in seconds; every cause shows on the run
+within a minute.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kyai.api import EvaluationRunStatus
+from kyai.testing import LLMDouble
+from system.helpers import Kubectl, Operator
+from system.test_operator import condition, phase_is, run, snapshot, workload
+
+#: The start deadline of this module's operator.
+START_DEADLINE_S = 15
+
+SLOW_ROWS = [
+    {"instruction": f"Question {i}, slow please?", "groundTruthResponse": "done"} for i in range(8)
+]
+
+
+@pytest.fixture(scope="module")
+def operator(
+    request: pytest.FixtureRequest,
+    kubectl: Kubectl,
+    double: LLMDouble,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Operator]:
+    if request.config.getoption("--kubeconfig", default=None):
+        pytest.skip("needs the local operator with a short start deadline")
+    running = Operator(
+        kubectl.kubeconfig,
+        tmp_path_factory.mktemp("operator"),
+        env={
+            "KYAI_DEFAULT_JUDGE_ENDPOINT": double.base_url,
+            "KYAI_DEFAULT_JUDGE_MODEL": "judge",
+            "HF_HUB_OFFLINE": "1",
+            "KYAI_WORKER_START_TIMEOUT_SECONDS": str(START_DEADLINE_S),
+        },
+    )
+    running.start()
+    yield running
+    running.stop()
+
+
+def reason_of(obj: dict[str, Any], type_: str = "Ready") -> str | None:
+    for found in (obj.get("status") or {}).get("conditions") or []:
+        if found["type"] == type_:
+            return str(found["reason"])
+    return None
+
+
+def finished(kubectl: Kubectl, name: str, namespace: str, timeout: float = 90) -> dict[str, Any]:
+    return kubectl.wait_for(
+        "evaluationrun", name, namespace, phase_is("Succeeded", "Failed"), timeout=timeout
+    )
+
+
+def test_a_run_with_a_253_character_name_succeeds(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    name = ("long-" * 51)[:252] + "x"
+    assert len(name) == 253
+    kubectl.apply(
+        snapshot("capitals", namespace), workload("cand", namespace, double),
+        run(name, namespace, double),
+    )  # fmt: skip
+    done = finished(kubectl, name, namespace)
+    assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs())
+    assert done["status"]["avgScore"] == 0.5
+    jobs = kubectl.items("jobs", namespace)
+    assert len(jobs) == 2
+    assert all(len(job["metadata"]["name"]) <= 63 for job in jobs)
+    assert {job["metadata"]["name"] for job in jobs} == {
+        done["status"]["generationJob"], done["status"]["judgeJob"]
+    }  # fmt: skip
+
+
+def test_a_missing_judge_secret_keeps_the_run_pending_until_it_exists(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    judge = {
+        "type": "llm",
+        "llm": {"endpoint": double.base_url, "model": "judge",
+                "apiKeySecretRef": {"name": "judge-key", "key": "token"}},
+    }  # fmt: skip
+    kubectl.apply(
+        snapshot("capitals", namespace), workload("cand", namespace, double),
+        run("keyed", namespace, double, judge=judge),
+    )  # fmt: skip
+    start = time.monotonic()
+    waiting = kubectl.wait_for(
+        "evaluationrun", "keyed", namespace, lambda o: reason_of(o) == "SecretNotFound"
+    )
+    assert time.monotonic() - start < 60
+    assert waiting["status"]["phase"] == "Pending"
+    assert "judge-key" in condition(waiting, "Ready")["message"]
+    assert not kubectl.items("jobs", namespace)
+    kubectl.apply({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "judge-key", "namespace": namespace},
+        "stringData": {"token": "sk-1"},
+    })  # fmt: skip
+    done = finished(kubectl, "keyed", namespace)
+    assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs())
+
+
+def _rows_config_map(kubectl: Kubectl, namespace: str) -> dict[str, Any]:
+    kubectl.wait_for("snapshot", "capitals", namespace, phase_is("Ready"))
+    found = kubectl.get("configmap", "capitals-rows", namespace)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "capitals-rows", "namespace": namespace},
+        **{key: found[key] for key in ("data", "binaryData", "immutable") if key in found},
+    }
+
+
+def test_a_pod_that_cannot_start_is_reported_then_fails_the_run(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    kubectl.apply(snapshot("capitals", namespace), workload("cand", namespace, double))
+    _rows_config_map(kubectl, namespace)
+    kubectl.run("delete", "configmap", "capitals-rows", "-n", namespace)
+    kubectl.apply(run("stuck", namespace, double))
+    start = time.monotonic()
+    reported = kubectl.wait_for(
+        "evaluationrun", "stuck", namespace,
+        lambda o: reason_of(o, "Progressing") == "WorkerNotStarting",
+    )  # fmt: skip
+    assert time.monotonic() - start < 60
+    message = condition(reported, "Progressing")["message"]
+    assert "CreateContainerConfigError" in message and "capitals-rows" in message, message
+    assert reported["status"]["phase"] == "Generating"
+    done = finished(kubectl, "stuck", namespace, timeout=START_DEADLINE_S + 60)
+    status = EvaluationRunStatus.model_validate(done["status"])
+    assert status.phase == "Failed", (done["status"], operator.logs())
+    ready = condition(done, "Ready")
+    assert ready["reason"] == "WorkerNotStarting"
+    assert "CreateContainerConfigError" in ready["message"] and "15 s" in ready["message"]
+
+
+def test_a_pod_that_cannot_start_proceeds_once_the_cause_is_fixed(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    kubectl.apply(snapshot("capitals", namespace), workload("cand", namespace, double))
+    rows = _rows_config_map(kubectl, namespace)
+    kubectl.run("delete", "configmap", "capitals-rows", "-n", namespace)
+    kubectl.apply(run("fixed", namespace, double))
+    kubectl.wait_for(
+        "evaluationrun", "fixed", namespace,
+        lambda o: reason_of(o, "Progressing") == "WorkerNotStarting",
+    )  # fmt: skip
+    kubectl.apply(rows)
+    done = finished(kubectl, "fixed", namespace)
+    assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs())
+    assert done["status"]["avgScore"] == 0.5
+
+
+def test_a_snapshot_deleted_mid_run_waits_for_the_run(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str, tmp_path: Path
+) -> None:
+    kubectl.apply(
+        snapshot("capitals", namespace, SLOW_ROWS), workload("cand", namespace, double),
+        run("busy", namespace, double, generation={"concurrency": 1}),
+    )  # fmt: skip
+    kubectl.wait_for("evaluationrun", "busy", namespace, phase_is("Generating"))
+    kubectl.run("delete", "snapshot", "capitals", "-n", namespace, "--wait=false")
+    held = kubectl.get("snapshot", "capitals", namespace)
+    assert held["metadata"].get("deletionTimestamp")
+    assert "kyai.io/in-use" in held["metadata"]["finalizers"]
+    done = finished(kubectl, "busy", namespace)
+    assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs())
+    assert done["status"]["questions"] == len(SLOW_ROWS)
+    deadline = time.monotonic() + 30
+    while kubectl.run("get", "snapshot", "capitals", "-n", namespace, check=False).returncode == 0:
+        assert time.monotonic() < deadline, "the Snapshot was never released"
+        time.sleep(0.3)
