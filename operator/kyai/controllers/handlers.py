@@ -89,13 +89,13 @@ def _register_lifecycle(registry: kopf.OperatorRegistry) -> None:
         # The operator posts its own events; kopf's per-handler ones only on trouble.
         settings.posting.level = logging.WARNING
         operator_settings: OperatorSettings = memo["operator_settings"]
-        metrics = RunMetrics()
-        if operator_settings.metrics_port:
-            metrics.serve(operator_settings.metrics_port)
+        # `kyai operator` serves /metrics before kopf starts (a port clash fails at once).
+        metrics: RunMetrics = memo.get("metrics") or RunMetrics()
         memo["services"] = Services(KubeClient.from_environment(), operator_settings, metrics)
         log.info(
-            "kyai operator started: namespaces %s, metrics on :%d",
+            "kyai operator started: namespaces %s, metrics on %s:%d",
             ", ".join(operator_settings.namespaces) or "all",
+            operator_settings.metrics_bind_address,
             operator_settings.metrics_port,
         )
 
