@@ -20,6 +20,7 @@ from kyai.constants import (
     LABEL_WORKLOAD,
     VERSION,
 )
+from kyai.controllers._diffbase import DigestDiffBaseStorage
 from kyai.controllers._inuse import references, release_if_unused, release_references
 from kyai.controllers._kube import KubeClient
 from kyai.controllers._services import Services, services
@@ -82,7 +83,8 @@ def _register_lifecycle(registry: kopf.OperatorRegistry) -> None:
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         # kopf's own bookkeeping under the operator's prefix, in annotations only.
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        # Only a digest of the last handled spec (no copy of it in an annotation).
+        settings.persistence.diffbase_storage = DigestDiffBaseStorage(
             prefix=KOPF_PREFIX, key="last-handled-configuration"
         )
         settings.persistence.finalizer = FINALIZER

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -131,20 +132,57 @@ async def resolve(svc: Services, namespace: str, name: str, spec: SnapshotSpec) 
     with tempfile.TemporaryDirectory(prefix="kyai-snapshot-") as scratch:
         path = Path(scratch) / f"{name}{_suffix(spec, hint)}"
         path.write_bytes(data)
-        if spec.builtin is not None:
+        try:
+            if spec.builtin is not None:
+                return await asyncio.to_thread(
+                    load_dataset,
+                    spec.builtin,
+                    dataset_file=path,
+                    generation_prompt=prompts.generation,
+                    judge_prompt=prompts.judge,
+                )
             return await asyncio.to_thread(
                 load_dataset,
-                spec.builtin,
-                dataset_file=path,
+                str(path),
                 generation_prompt=prompts.generation,
                 judge_prompt=prompts.judge,
             )
-        return await asyncio.to_thread(
-            load_dataset,
-            str(path),
-            generation_prompt=prompts.generation,
-            judge_prompt=prompts.judge,
-        )
+        except DatasetError as exc:
+            raise DatasetError(source_message(str(exc), str(path), spec)) from exc
+
+
+_LINE = re.compile(r"^(?P<path>.+?), line (?P<line>\d+)(?P<rest>.*)$", re.DOTALL)
+_FIELD = re.compile(r"'([a-z]+(?:_[a-z]+)+)'")
+
+
+def _camel(match: re.Match[str]) -> str:
+    head, *tail = match.group(1).split("_")
+    return "'" + head + "".join(part.title() for part in tail) + "'"
+
+
+def source_message(message: str, path: str, spec: SnapshotSpec) -> str:
+    """A loader's message about the scratch file, told in terms of the Snapshot's source.
+
+    The rows were written to a temporary file to be parsed: the user knows the field
+    (``spec.source.rows[3]``), the ConfigMap key or the URL, not ``/tmp/kyai-snapshot-…``.
+    """
+    source = spec.source
+    if source is None:
+        return message.replace(path, "the built-in's file")
+    if source.rows is not None:
+        found = _LINE.match(message)
+        if found is not None and found.group("path") == path:
+            index = int(found.group("line")) - 1
+            rest = _FIELD.sub(_camel, found.group("rest"))
+            return f"spec.source.rows[{index}]{rest}"
+        return _FIELD.sub(_camel, message.replace(path, "spec.source.rows"))
+    if source.config_map_ref is not None:
+        ref = source.config_map_ref
+        where = f"ConfigMap {ref.name} key {ref.key} (spec.source.configMapRef)"
+    else:
+        assert source.url is not None
+        where = f"{source.url.url} (spec.source.url)"
+    return message.replace(path, where)
 
 
 SPEC_CHANGED = (
