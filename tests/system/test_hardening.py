@@ -184,3 +184,39 @@ def test_a_snapshot_deleted_mid_run_waits_for_the_run(
     while kubectl.run("get", "snapshot", "capitals", "-n", namespace, check=False).returncode == 0:
         assert time.monotonic() < deadline, "the Snapshot was never released"
         time.sleep(0.3)
+
+
+def test_an_endpoint_workload_is_ready_only_when_its_server_lists_the_model(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    wrong = workload("cand", namespace, double)
+    wrong["spec"]["model"] = "org/not-served"
+    kubectl.apply(wrong)
+    pending = kubectl.wait_for(
+        "workload", "cand", namespace, lambda o: reason_of(o) == "ModelNotServed"
+    )
+    assert pending["status"]["phase"] == "Pending"
+    message = condition(pending, "Ready")["message"]
+    assert "org/not-served" in message and "it serves cand, judge" in message, message
+    wrong["spec"]["servedModelName"] = "cand"
+    kubectl.apply(wrong)
+    ready = kubectl.wait_for("workload", "cand", namespace, phase_is("Ready"))
+    assert ready["status"]["servedModelName"] == "cand"
+
+
+def test_inline_rows_over_the_limit_are_refused_at_admission(
+    kubectl: Kubectl, operator: Operator, namespace: str
+) -> None:
+    rows = [{"instruction": f"q{i}?", "groundTruthResponse": "a"} for i in range(1001)]
+    refused = kubectl.apply(snapshot("toomany", namespace, rows), check=False)
+    assert refused.returncode != 0
+    assert "spec.source.rows" in refused.stderr and "1000" in refused.stderr, refused.stderr
+    # At the limit: accepted, resolved, and small (kopf keeps a digest, not a second copy).
+    kubectl.apply(snapshot("many", namespace, rows[:1000]))
+    ready = kubectl.wait_for("snapshot", "many", namespace, phase_is("Ready"))
+    annotations = ready["metadata"].get("annotations") or {}
+    # kopf's bookkeeping under the operator's prefix: a digest, not a copy of the rows.
+    kopf = {k: v for k, v in annotations.items() if k.startswith("operator.kyai.io/")}
+    assert kopf and all(len(v) < 200 for v in kopf.values()), kopf
+    total = sum(len(k) + len(v) for k, v in annotations.items())
+    assert total < 256 * 1024
