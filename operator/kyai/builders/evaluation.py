@@ -208,7 +208,8 @@ def _worker_container(
         "name": job.component,
         "image": image,
         "imagePullPolicy": image_pull_policy,
-        "command": ["kyai"],
+        # The image's entrypoint is ``kyai``: no command, so that a stand-in image (or the
+        # devcluster's --entrypoint) runs in its place with the same arguments.
         "args": list(job.args),
         "env": [
             {"name": "HOME", "value": TMP_MOUNT},
