@@ -240,6 +240,9 @@ async def test_a_pod_that_cannot_start_is_on_the_run_then_fails_it_after_the_dea
     assert len(job) <= 63 and await kube.get("Job", NS, job) is not None
     kube.put(pod(job, "generate", waiting("CreateContainerConfigError",
                                           'configmap "snap-rows" not found'), age=5))  # fmt: skip
+    # Within the first seconds of the Job, pods are not looked at.
+    assert condition(await step(svc, kube), c.PROGRESSING)[1] == c.GENERATING
+    kube.objects[("Job", NS, job)]["metadata"]["creationTimestamp"] = stamp(20)
     status = await step(svc, kube)
     assert status.phase == "Generating"
     _, reason, message = condition(status, c.PROGRESSING)
