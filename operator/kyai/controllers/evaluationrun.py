@@ -10,6 +10,7 @@ conditions. This module is the state machine only: the plan is resolved by
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -211,23 +212,24 @@ class RunReconciler:
     async def _ensure_common(self, plan: Plan, spec: EvaluationRunSpec) -> None:
         """What a Job needs: worker RBAC, the PVC, the judge's key, graders and their fence."""
         kube = self.svc.kube
-        for obj in build.worker_rbac(self.run):
-            await kube.create(obj)
+        wanted = list(build.worker_rbac(self.run))
         if plan.own_claim and plan.generate:
             storage = spec.storage
-            await kube.create(
+            wanted.append(
                 build.results_claim(
                     self.run, size=storage.size, storage_class=storage.storage_class_name
                 )
             )
+        if plan.judges.graders or plan.judges.builtin:
+            ports = build.endpoint_ports(plan.judges)
+            wanted.append(build.judge_network_policy(self.run, ports))
+        if plan.judges.graders:
+            wanted.append(build.graders_config_map(self.run, plan.judges.graders))
+        # Independent of each other: created side by side (one round trip, not six).
+        await asyncio.gather(*(kube.ensure(obj) for obj in wanted))
         llm = plan.judges.llm
         if llm is not None and llm.copy_secret_from is not None and llm.secret is not None:
             await self._copy_judge_secret(llm)
-        if plan.judges.graders or plan.judges.builtin:
-            ports = build.endpoint_ports(plan.judges)
-            await kube.create(build.judge_network_policy(self.run, ports))
-        if plan.judges.graders:
-            await kube.create(build.graders_config_map(self.run, plan.judges.graders))
 
     async def _copy_judge_secret(self, judge: LLMJudgePlan) -> None:
         source, secret = judge.copy_secret_from, judge.secret
@@ -243,10 +245,20 @@ class RunReconciler:
         await self.svc.kube.create(build.judge_secret(self.run, secret, found["data"][source.key]))
 
     async def _job_outcome(
-        self, job: build.WorkerJob, spec: EvaluationRunSpec, plan: Plan, reason: str, what: str
+        self,
+        job: build.WorkerJob,
+        spec: EvaluationRunSpec,
+        plan: Plan,
+        reason: str,
+        what: str,
+        current: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Create the Job unless it exists; True once it succeeded (the run fails with it)."""
-        current = await self.svc.kube.get("Job", self.namespace, job.name)
+        """Create the Job unless it exists; True once it succeeded (the run fails with it).
+
+        ``current`` is the Job when the caller has just read it (None: read it here).
+        """
+        if current is None:
+            current = await self.svc.kube.get("Job", self.namespace, job.name)
         if current is None:
             # What the Job needs is made right before it, once per Job (not every reconcile).
             await self._ensure_common(plan, spec)
@@ -341,19 +353,18 @@ class RunReconciler:
             generation=spec.generation,
         )
         job = build.judge_job(self.name, plan.judges, args)
-        if not await self._judge_secret_ready(plan, job):
+        existing = await self.svc.kube.get("Job", self.namespace, job.name)
+        if existing is None and not await self._judge_secret_ready(plan):
             return
-        if await self._job_outcome(job, spec, plan, c.JUDGING_FAILED, "judge"):
+        if await self._job_outcome(job, spec, plan, c.JUDGING_FAILED, "judge", existing):
             await self._complete(spec)
 
-    async def _judge_secret_ready(self, plan: Plan, job: build.WorkerJob) -> bool:
+    async def _judge_secret_ready(self, plan: Plan) -> bool:
         """Before the judge Job exists: its Secret is there, or the run says it waits for it.
 
         The wait has the same deadline as a worker pod that cannot start, counted from the
         moment the run began waiting.
         """
-        if await self.svc.kube.get("Job", self.namespace, job.name) is not None:
-            return True
         missing = await missing_secret(self.svc, self.namespace, plan, judge_only=True)
         current = self.current()
         waiting_since = None

@@ -68,6 +68,9 @@ class MemoryKube:
         self.put(copy.deepcopy(obj))
         return copy.deepcopy(obj), True
 
+    async def ensure(self, obj: dict[str, Any]) -> None:
+        await self.create(obj)
+
     async def patch(
         self, kind: str, namespace: str, name: str, body: Any, *, subresource: str = "",
         content_type: str = "",
