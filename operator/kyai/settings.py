@@ -64,6 +64,8 @@ class OperatorSettings(BaseModel):
     """Port of the liveness endpoint /healthz (0: not served)."""
     workload_poll_seconds: float = Field(default=15.0, gt=0)
     """How often a Workload's /v1/models is read while it is not Ready."""
+    max_concurrent_reconciles: int = Field(default=16, ge=1, le=1024)
+    """Reconciles running at once (each a few API calls); the others wait their turn."""
     worker_start_timeout_seconds: float = Field(default=300.0, gt=0)
     """How long a worker pod may fail to start (CreateContainerConfigError, ErrImagePull,
     ImagePullBackOff, Unschedulable, ...) or a run may wait for its judge's Secret once

@@ -161,6 +161,10 @@ class SnapshotStatus(StatusBase):
     """v1 for built-ins, custom otherwise."""
     config_map: str | None = None
     """The ConfigMap holding the resolved rows and prompts, mounted by evaluation Jobs."""
+    claim: str | None = None
+    """The PersistentVolumeClaim holding the resolved rows and prompts instead, for a dataset
+    too large for a ConfigMap (written by the Snapshot's load Job, mounted read-only by
+    evaluation Jobs); only metadata stays in the API server."""
     compressed: bool | None = None
     """Whether the ConfigMap holds the rows gzip-compressed."""
     spec_hash: str | None = None

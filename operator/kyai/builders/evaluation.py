@@ -189,6 +189,7 @@ class WorkerJob:
     args: Sequence[str]
     secrets: Sequence[SecretEnv] = ()
     snapshot_config_map: str | None = None
+    snapshot_claim: str | None = None
     extra_volumes: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     extra_mounts: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
 
@@ -201,7 +202,7 @@ def _worker_container(
         {"name": "results", "mountPath": RESULTS_MOUNT},
         *security.volume_mounts,
     ]
-    if job.snapshot_config_map:
+    if job.snapshot_config_map or job.snapshot_claim:
         mounts.append({"name": "snapshot", "mountPath": SNAPSHOT_MOUNT, "readOnly": True})
     mounts.extend(dict(mount) for mount in job.extra_mounts)
     return {
@@ -248,6 +249,13 @@ def worker_job(
     ]
     if job.snapshot_config_map:
         volumes.append({"name": "snapshot", "configMap": {"name": job.snapshot_config_map}})
+    elif job.snapshot_claim:
+        volumes.append(
+            {
+                "name": "snapshot",
+                "persistentVolumeClaim": {"claimName": job.snapshot_claim, "readOnly": True},
+            }
+        )
     volumes.extend(dict(volume) for volume in job.extra_volumes)
     container = _worker_container(job, image, image_pull_policy, security)
     spec: dict[str, Any] = {
@@ -283,6 +291,7 @@ def generation_job(run: str, plan: Plan) -> WorkerJob:
         args=plan.generation_args,
         secrets=[plan.candidate_secret] if plan.candidate_secret else [],
         snapshot_config_map=plan.snapshot_config_map,
+        snapshot_claim=plan.snapshot_claim,
     )
 
 

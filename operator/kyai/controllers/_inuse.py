@@ -45,10 +45,17 @@ def _uses(run: Mapping[str, Any], kind: str, name: str) -> bool:
     )
 
 
-async def protect(svc: Services, kind: str, namespace: str, name: str) -> str | None:
-    """Put the in-use finalizer on the object; a message when it cannot be used (deleted)."""
-    for _ in range(3):
-        obj = await svc.kube.get(kind, namespace, name)
+async def protect(
+    svc: Services, kind: str, namespace: str, name: str, read: Mapping[str, Any] | None = None
+) -> str | None:
+    """Put the in-use finalizer on the object; a message when it cannot be used (deleted).
+
+    ``read`` is the object as just read (saves a GET when it carries the finalizer already).
+    """
+    for attempt in range(3):
+        obj = (
+            read if attempt == 0 and read is not None else await svc.kube.get(kind, namespace, name)
+        )
         if obj is None:
             return f"the {kind} {name} does not exist any more"
         meta = obj["metadata"]

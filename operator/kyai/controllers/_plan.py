@@ -46,6 +46,8 @@ class Resolved:
 
     plan: Plan
     facts: EvaluationRunStatus
+    objects: tuple[dict[str, Any], ...] = ()
+    """The Workload and Snapshot as read (the in-use protection starts from them)."""
 
 
 def _ready(obj: Mapping[str, Any] | None) -> bool:
@@ -337,6 +339,7 @@ async def _generate(svc: Services, run: Mapping[str, Any], spec: EvaluationRunSp
         ),
         candidate_secret=secret,
         snapshot_config_map=s_status.config_map,
+        snapshot_claim=s_status.claim,
         results_claim=results_claim,
         own_claim=spec.storage.existing_claim is None,
         judges=judges,
@@ -348,7 +351,7 @@ async def _generate(svc: Services, run: Mapping[str, Any], spec: EvaluationRunSp
         results_claim=results_claim, results_path=worker_args.results_path(name),
         questions=s_status.rows,
     )  # fmt: skip
-    return Resolved(plan=plan, facts=facts)
+    return Resolved(plan=plan, facts=facts, objects=(workload, snapshot))
 
 
 async def resolve_plan(svc: Services, run: Mapping[str, Any], spec: EvaluationRunSpec) -> Resolved:

@@ -23,12 +23,20 @@ class Services:
     settings: OperatorSettings
     metrics: RunMetrics
     _locks: dict[tuple[str, str, str], asyncio.Lock] = field(default_factory=dict)
+    _slots: asyncio.Semaphore | None = None
 
     @contextlib.asynccontextmanager
     async def locked(self, kind: str, namespace: str, name: str) -> AsyncIterator[None]:
-        """Serialise reconciles of one object (a Job event and a timer may coincide)."""
+        """Serialise reconciles of one object (a Job event and a timer may coincide).
+
+        At most ``settings.max_concurrent_reconciles`` reconciles run at once: with 1,000 runs
+        created together, 1,000 reconciles sharing the API client in lock step would finish
+        all at the end; bounded, they finish in order, each in a few round trips.
+        """
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.settings.max_concurrent_reconciles)
         lock = self._locks.setdefault((kind, namespace, name), asyncio.Lock())
-        async with lock:
+        async with lock, self._slots:
             yield
 
     def forget(self, kind: str, namespace: str, name: str) -> None:

@@ -149,7 +149,8 @@ class RunReconciler:
         except ValidationError as exc:
             await self.fail(c.INVALID_SPEC, c.validation_message(exc))
             return
-        if accepted is None:
+        started = accepted is None
+        if started:
             await self._start(spec)
             current = self.current()
         elif spec_changed(self.run.get("spec") or {}, current.spec_hash):
@@ -158,7 +159,8 @@ class RunReconciler:
             return
         plan = Plan.from_status(current.plan)
         if current.phase == "Generating":
-            await self._generating(plan, spec)
+            # Just started: its Jobs cannot exist yet (they are made only once it is started).
+            await self._generating(plan, spec, fresh=started)
         if self.current().phase == "Judging":
             await self._judging(plan, spec)
 
@@ -184,8 +186,9 @@ class RunReconciler:
             await self._wait(missing)
             return
         if plan.generate:
+            read = {obj["kind"]: obj for obj in resolved.objects}
             for kind, name in references(self.run):
-                gone = await protect(self.svc, kind, self.namespace, name)
+                gone = await protect(self.svc, kind, self.namespace, name, read.get(kind))
                 if gone is not None:
                     reason = c.SNAPSHOT_NOT_READY if kind == "Snapshot" else c.WORKLOAD_NOT_READY
                     await self._wait(Waiting(reason, gone))
@@ -252,12 +255,15 @@ class RunReconciler:
         reason: str,
         what: str,
         current: Mapping[str, Any] | None = None,
+        *,
+        known_missing: bool = False,
     ) -> bool:
         """Create the Job unless it exists; True once it succeeded (the run fails with it).
 
-        ``current`` is the Job when the caller has just read it (None: read it here).
+        ``current`` is the Job when the caller has just read it (None: read it here, unless
+        ``known_missing``).
         """
-        if current is None:
+        if current is None and not known_missing:
             current = await self.svc.kube.get("Job", self.namespace, job.name)
         if current is None:
             # What the Job needs is made right before it, once per Job (not every reconcile).
@@ -337,9 +343,11 @@ class RunReconciler:
         assert current.phase is not None
         await self._set_phase(current.phase, reason, text, progressing=True)
 
-    async def _generating(self, plan: Plan, spec: EvaluationRunSpec) -> None:
+    async def _generating(self, plan: Plan, spec: EvaluationRunSpec, *, fresh: bool) -> None:
         job = build.generation_job(self.name, plan)
-        if await self._job_outcome(job, spec, plan, c.GENERATION_FAILED, "generation"):
+        if await self._job_outcome(
+            job, spec, plan, c.GENERATION_FAILED, "generation", known_missing=fresh
+        ):
             text = f"judging the answers with {plan.judges.model}"
             await self._set_phase("Judging", c.JUDGING, text, progressing=True)
             self.writer.event("Normal", c.JUDGING, text)

@@ -32,8 +32,10 @@ from kyai.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
 
-#: How often runs that are not finished are looked at, whatever happens.
-RUN_RESYNC_SECONDS = 10.0
+#: How often runs that are not finished are looked at, whatever happens (a safety net: Job
+#: and run events move runs on; this catches pods that cannot start and lost events). The
+#: first look comes as late, not right after the create handler's.
+RUN_RESYNC_SECONDS = 20.0
 
 
 def _ns(namespace: str | None) -> str:
@@ -189,6 +191,7 @@ def _register_runs(registry: kopf.OperatorRegistry) -> None:
         VERSION,
         "evaluationruns",
         interval=RUN_RESYNC_SECONDS,
+        initial_delay=RUN_RESYNC_SECONDS,
         when=_not_terminal,
         registry=registry,
     )
