@@ -220,3 +220,82 @@ def test_inline_rows_over_the_limit_are_refused_at_admission(
     assert kopf and all(len(v) < 200 for v in kopf.values()), kopf
     total = sum(len(k) + len(v) for k, v in annotations.items())
     assert total < 256 * 1024
+
+
+LARGE_ROWS = 50_000
+
+
+@pytest.fixture
+def served_dataset(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A 50,000-row JSONL file on a loopback HTTP server: (its URL, its sha256)."""
+    import hashlib
+    import http.server
+    import json
+    import threading
+
+    lines = "".join(
+        json.dumps(
+            {"instruction": f"Capital of France? (variant {i})", "ground_truth_response": "Paris",
+             "external_row_id": f"row-{i}"}
+        ) + "\n"
+        for i in range(LARGE_ROWS)
+    ).encode()  # fmt: skip
+    (tmp_path / "rows.jsonl").write_bytes(lines)
+    handler = type(
+        "Quiet",
+        (http.server.SimpleHTTPRequestHandler,),
+        {"log_message": lambda *args: None},
+    )
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), lambda *a: handler(*a, directory=str(tmp_path))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/rows.jsonl", hashlib.sha256(lines).hexdigest()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def largest_objects(kubectl: Kubectl, namespace: str) -> list[tuple[int, str]]:
+    """(bytes of JSON, kind/name) of every object in the namespace, largest first."""
+    import json
+
+    kinds = (
+        "snapshots", "evaluationruns", "workloads", "configmaps", "secrets", "jobs", "pods",
+        "persistentvolumeclaims", "serviceaccounts", "roles", "rolebindings", "events",
+    )  # fmt: skip
+    sizes = []
+    for kind in kinds:
+        for item in kubectl.items(kind, namespace):
+            sizes.append((len(json.dumps(item)), f"{kind}/{item['metadata']['name']}"))
+    return sorted(sizes, reverse=True)
+
+
+def test_a_50000_row_dataset_goes_to_a_volume_and_the_run_succeeds(
+    kubectl: Kubectl,
+    operator: Operator,
+    double: LLMDouble,
+    namespace: str,
+    served_dataset: tuple[str, str],
+) -> None:
+    url, sha256 = served_dataset
+    big = snapshot("capitals", namespace)
+    big["spec"]["source"] = {"url": {"url": url, "sha256": sha256}}
+    kubectl.apply(big, workload("cand", namespace, double))
+    ready = kubectl.wait_for("snapshot", "capitals", namespace, phase_is("Ready", "Failed"),
+                             timeout=300)  # fmt: skip
+    assert ready["status"]["phase"] == "Ready", (ready["status"], operator.logs())
+    assert ready["status"]["rows"] == LARGE_ROWS
+    assert ready["status"]["claim"] == "capitals-rows" and "configMap" not in ready["status"]
+    assert kubectl.items("configmaps", namespace, "-l", "kyai.io/snapshot=capitals") == []
+    kubectl.apply(run("large", namespace, double, generation={"concurrency": 64}))
+    done = finished(kubectl, "large", namespace, timeout=1200)
+    assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs())
+    status = EvaluationRunStatus.model_validate(done["status"])
+    assert status.questions == LARGE_ROWS and status.avg_score == 1.0
+    assert status.error_count == 0 and status.dataset_sha256 == ready["status"]["sha256"]
+    sizes = largest_objects(kubectl, namespace)
+    print(f"largest objects: {sizes[:5]}")
+    assert sizes[0][0] < 256 * 1024, sizes[:5]

@@ -140,3 +140,20 @@ def failure_message(pods: Iterable[Mapping[str, Any]]) -> str | None:
             reason = status.get("reason") or "Failed"
             return f"pod {_name(pod)}: {reason}: {_clip(str(status['message']))}"
     return None
+
+
+def job_state(job: Mapping[str, Any] | None) -> tuple[str, str]:
+    """("missing" | "running" | "succeeded" | "failed", message) of a Job."""
+    if job is None:
+        return "missing", ""
+    status = job.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") == "Complete":
+            return "succeeded", ""
+        if condition.get("type") == "Failed":
+            return "failed", condition.get("message") or condition.get("reason") or "the Job failed"
+    if (status.get("succeeded") or 0) >= 1:
+        return "succeeded", ""
+    return "running", ""

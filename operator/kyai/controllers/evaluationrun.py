@@ -27,7 +27,7 @@ from kyai.controllers import _conditions as c
 from kyai.controllers._inuse import protect, references, release_references
 from kyai.controllers._kube import KubeError
 from kyai.controllers._plan import KIND, Invalid, Waiting, missing_secret, resolve_plan
-from kyai.controllers._pods import failure_message, first_trouble, parse_time
+from kyai.controllers._pods import failure_message, first_trouble, job_state, parse_time
 from kyai.controllers._services import Services
 from kyai.controllers._status import Change, StatusWriter, spec_changed
 
@@ -37,23 +37,6 @@ SPEC_CHANGED = (
     "the spec changed after the run started; the change is ignored (a run's spec is "
     "immutable once started): create a new EvaluationRun instead"
 )
-
-
-def job_state(job: Mapping[str, Any] | None) -> tuple[str, str]:
-    """("missing" | "running" | "succeeded" | "failed", message) of a Job."""
-    if job is None:
-        return "missing", ""
-    status = job.get("status") or {}
-    for condition in status.get("conditions") or []:
-        if condition.get("status") != "True":
-            continue
-        if condition.get("type") == "Complete":
-            return "succeeded", ""
-        if condition.get("type") == "Failed":
-            return "failed", condition.get("message") or condition.get("reason") or "the Job failed"
-    if (status.get("succeeded") or 0) >= 1:
-        return "succeeded", ""
-    return "running", ""
 
 
 #: Seconds after its creation a running Job's pods are first looked at (pods normally start

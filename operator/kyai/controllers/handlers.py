@@ -17,6 +17,7 @@ from kyai.constants import (
     IN_USE_FINALIZER,
     KOPF_PREFIX,
     LABEL_RUN,
+    LABEL_SNAPSHOT,
     LABEL_WORKLOAD,
     VERSION,
 )
@@ -167,6 +168,18 @@ def _register_snapshots(registry: kopf.OperatorRegistry) -> None:
         delay = await reconcile_snapshot(services(memo), dict(body))
         if delay is not None:
             raise kopf.TemporaryError("the snapshot's source is not available yet", delay=delay)
+
+    @kopf.on.event("batch", "v1", "jobs", labels={LABEL_SNAPSHOT: kopf.PRESENT},
+                   when=_job_finished, registry=registry)  # fmt: skip
+    async def snapshot_load_job(
+        meta: kopf.Meta, namespace: str | None, memo: kopf.Memo, **_: Any
+    ) -> None:
+        for owner in meta.get("ownerReferences") or []:
+            if owner.get("kind") == "Snapshot":
+                svc = services(memo)
+                body = await svc.kube.get("Snapshot", _ns(namespace), owner["name"])
+                if body is not None:
+                    await reconcile_snapshot(svc, body)
 
     @kopf.on.event(GROUP, VERSION, "snapshots", registry=registry)
     async def snapshot_changed(
