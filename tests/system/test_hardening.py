@@ -44,6 +44,7 @@ def operator(
             "KYAI_DEFAULT_JUDGE_MODEL": "judge",
             "HF_HUB_OFFLINE": "1",
             "KYAI_WORKER_START_TIMEOUT_SECONDS": str(START_DEADLINE_S),
+            "KYAI_SNAPSHOT_CONFIGMAP_LIMIT_BYTES": "100000",
         },
     )
     running.start()
@@ -231,12 +232,13 @@ def served_dataset(tmp_path: Path) -> Iterator[tuple[str, str]]:
     import hashlib
     import http.server
     import json
+    import secrets
     import threading
 
     lines = "".join(
         json.dumps(
-            {"instruction": f"Capital of France? (variant {i})", "ground_truth_response": "Paris",
-             "external_row_id": f"row-{i}"}
+            {"instruction": f"Capital of France? (variant {i}, {secrets.token_hex(24)})",
+             "ground_truth_response": "Paris", "external_row_id": f"row-{i}"}
         ) + "\n"
         for i in range(LARGE_ROWS)
     ).encode()  # fmt: skip
