@@ -275,6 +275,7 @@ def largest_objects(kubectl: Kubectl, namespace: str) -> list[tuple[int, str]]:
     return sorted(sizes, reverse=True)
 
 
+@pytest.mark.timeout(1500)  # 100,000 requests to the double on two shared cores
 def test_a_50000_row_dataset_goes_to_a_volume_and_the_run_succeeds(
     kubectl: Kubectl,
     operator: Operator,
