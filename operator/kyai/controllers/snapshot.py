@@ -227,8 +227,7 @@ class SnapshotReconciler:
         except ValidationError as exc:
             await self.not_ready("Failed", c.INVALID_SPEC, c.validation_message(exc))
             return None
-        if current.phase == "Resolving" and current.claim:
-            await self.watch_load(current)
+        if current.phase == "Resolving" and current.claim and await self.watch_load(current):
             return None
         if current.phase == "Failed" and current.claim:
             return None  # the load Job failed: a new Snapshot is needed
@@ -334,16 +333,18 @@ class SnapshotReconciler:
         )
         self.writer.event("Normal", c.RESOLVING, message)
 
-    async def watch_load(self, current: SnapshotStatus) -> None:
-        """A Snapshot whose rows a load Job writes: Ready when it succeeded, Failed if it failed."""
+    async def watch_load(self, current: SnapshotStatus) -> bool:
+        """A Snapshot whose rows a load Job writes: Ready when it succeeded, Failed if it failed.
+
+        False when the Job is gone (deleted under us): the rows are resolved again.
+        """
         job_name = load_job_name(self.name)
         job = await self.svc.kube.get("Job", self.namespace, job_name)
         state, detail = job_state(job)
         if state == "running":
-            return
-        if state == "missing":  # deleted under us: resolve again
-            await self.writer.patch(SnapshotStatus(phase="Pending", claim=None))
-            return
+            return True
+        if state == "missing":
+            return False
         if state == "failed":
             pods = await self.svc.kube.list(
                 "Pod", self.namespace, label_selector=f"{LABEL_SNAPSHOT}={label_value(self.name)}"
@@ -352,7 +353,7 @@ class SnapshotReconciler:
             await self.not_ready(
                 "Failed", c.INVALID_DATA, f"the load Job {job_name} failed: {said}"
             )
-            return
+            return True
         message = f"{current.rows} rows on the PersistentVolumeClaim {current.claim}, sha256 " + (
             f"{(current.sha256 or '')[:12]}…"
         )
@@ -365,6 +366,7 @@ class SnapshotReconciler:
             )
         )
         self.writer.event("Normal", c.RESOLVED, message)
+        return True
 
 
 async def reconcile_snapshot(svc: Services, body: dict[str, Any]) -> float | None:
