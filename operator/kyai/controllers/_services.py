@@ -24,6 +24,8 @@ class Services:
     metrics: RunMetrics
     _locks: dict[tuple[str, str, str], asyncio.Lock] = field(default_factory=dict)
     _slots: asyncio.Semaphore | None = None
+    ready: set[tuple[str, str, str]] = field(default_factory=set)
+    """Workloads and Snapshots last seen Ready (their becoming Ready wakes waiting runs)."""
 
     @contextlib.asynccontextmanager
     async def locked(self, kind: str, namespace: str, name: str) -> AsyncIterator[None]:
@@ -38,6 +40,22 @@ class Services:
         lock = self._locks.setdefault((kind, namespace, name), asyncio.Lock())
         async with lock, self._slots:
             yield
+
+    @contextlib.asynccontextmanager
+    async def locked_if_idle(self, kind: str, namespace: str, name: str) -> AsyncIterator[bool]:
+        """Like :meth:`locked`, but only when a slot and the object are free at once.
+
+        Yields False (and holds nothing) otherwise: for the periodic resync, a safety net that
+        must never queue ahead of the reconciles events ask for.
+        """
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.settings.max_concurrent_reconciles)
+        lock = self._locks.setdefault((kind, namespace, name), asyncio.Lock())
+        if self._slots.locked() or lock.locked():
+            yield False
+            return
+        async with lock, self._slots:
+            yield True
 
     def forget(self, kind: str, namespace: str, name: str) -> None:
         """Drop the lock of a deleted object."""

@@ -425,3 +425,17 @@ async def reconcile_run(svc: Services, namespace: str, name: str) -> None:
         if run is None:
             return
         await RunReconciler(svc, run).reconcile()
+
+
+async def resync_run(svc: Services, namespace: str, name: str) -> None:
+    """The periodic look at a run: only when the operator is idle enough to take it at once.
+
+    At 1,000 runs, resyncs queued behind each other delayed the reconciles that Job events
+    ask for by minutes; a skipped resync is taken at the next tick.
+    """
+    async with svc.locked_if_idle(KIND, namespace, name) as idle:
+        if not idle:
+            return
+        run = await svc.kube.get(KIND, namespace, name)
+        if run is not None:
+            await RunReconciler(svc, run).reconcile()

@@ -25,7 +25,7 @@ from kyai.controllers._diffbase import DigestDiffBaseStorage
 from kyai.controllers._inuse import references, release_if_unused, release_references
 from kyai.controllers._kube import KubeClient
 from kyai.controllers._services import Services, services
-from kyai.controllers.evaluationrun import TERMINAL, reconcile_run
+from kyai.controllers.evaluationrun import TERMINAL, reconcile_run, resync_run
 from kyai.controllers.snapshot import reconcile_snapshot
 from kyai.controllers.workload import reconcile_engine_args, reconcile_workload
 from kyai.metrics import RunMetrics
@@ -155,7 +155,7 @@ def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSetti
         **_: Any,
     ) -> None:  # fmt: skip
         await _release_deleted(services(memo), "Workload", _ns(namespace), name, meta)
-        await _reconcile_pending_runs(services(memo), _ns(namespace), name, status)
+        await _reconcile_pending_runs(services(memo), "Workload", _ns(namespace), name, status)
 
 
 def _register_snapshots(registry: kopf.OperatorRegistry) -> None:
@@ -187,7 +187,7 @@ def _register_snapshots(registry: kopf.OperatorRegistry) -> None:
         **_: Any,
     ) -> None:  # fmt: skip
         await _release_deleted(services(memo), "Snapshot", _ns(namespace), name, meta)
-        await _reconcile_pending_runs(services(memo), _ns(namespace), name, status)
+        await _reconcile_pending_runs(services(memo), "Snapshot", _ns(namespace), name, status)
 
 
 def _register_runs(registry: kopf.OperatorRegistry) -> None:
@@ -211,7 +211,7 @@ def _register_runs(registry: kopf.OperatorRegistry) -> None:
     async def evaluation_run_resync(
         namespace: str | None, name: str, memo: kopf.Memo, **_: Any
     ) -> None:
-        await reconcile_run(services(memo), _ns(namespace), name)
+        await resync_run(services(memo), _ns(namespace), name)
 
     @kopf.on.event(
         "batch",
@@ -257,15 +257,22 @@ def _names_in(value: Any) -> set[str]:
     return set()
 
 
-async def _reconcile_pending_runs(svc: Services, namespace: str, name: str, status: Any) -> None:
-    """Give the Pending runs naming a Workload or Snapshot a look once it is Ready.
+async def _reconcile_pending_runs(
+    svc: Services, kind: str, namespace: str, name: str, status: Any
+) -> None:
+    """Give the Pending runs naming a Workload or Snapshot a look when it becomes Ready.
 
     Only runs that wait (Pending) and name it; a run not looked at yet (no phase) is its
     create handler's, and the 10-second resync covers every other change. (Looking at every
     run of the namespace on every event made 100 Workloads x 1,000 runs of reconciles.)
     """
+    key = (kind, namespace, name)
     if (status or {}).get("phase") != "Ready":
+        svc.ready.discard(key)
         return
+    if key in svc.ready:
+        return  # Ready before: the runs waiting for it were looked at then
+    svc.ready.add(key)
     for run in await svc.kube.list("EvaluationRun", namespace):
         if (run.get("status") or {}).get("phase") != "Pending":
             continue

@@ -385,3 +385,28 @@ async def test_a_started_run_protects_its_snapshot_and_workload_until_it_ends() 
     assert (await step(svc, kube)).phase == "Failed"
     assert IN_USE_FINALIZER not in kube.objects[("Snapshot", NS, "snap")]["metadata"]["finalizers"]
     assert IN_USE_FINALIZER in kube.objects[("Workload", NS, "cand")]["metadata"]["finalizers"]
+
+
+async def test_the_resync_never_queues_behind_other_reconciles() -> None:
+    import asyncio
+
+    svc, _ = world(max_concurrent_reconciles=1)
+    async with svc.locked_if_idle("EvaluationRun", NS, "a") as idle:
+        assert idle
+        # The one slot is taken: another object's resync is skipped, not queued.
+        async with svc.locked_if_idle("EvaluationRun", NS, "b") as other:
+            assert not other
+    started = asyncio.Event()
+
+    async def busy() -> None:
+        async with svc.locked("EvaluationRun", NS, "a"):
+            started.set()
+            await asyncio.sleep(0.05)
+
+    task = asyncio.create_task(busy())
+    await started.wait()
+    async with svc.locked_if_idle("EvaluationRun", NS, "a") as same:
+        assert not same
+    await task
+    async with svc.locked_if_idle("EvaluationRun", NS, "a") as free:
+        assert free
