@@ -20,7 +20,7 @@ from system.helpers import Kubectl, Operator
 from system.test_operator import condition, phase_is, run, snapshot, workload
 
 #: The start deadline of this module's operator.
-START_DEADLINE_S = 15
+START_DEADLINE_S = 30
 
 SLOW_ROWS = [
     {"instruction": f"Question {i}, slow please?", "groundTruthResponse": "done"} for i in range(8)
@@ -146,7 +146,10 @@ def test_a_pod_that_cannot_start_is_reported_then_fails_the_run(
     assert status.phase == "Failed", (done["status"], operator.logs())
     ready = condition(done, "Ready")
     assert ready["reason"] == "WorkerNotStarting"
-    assert "CreateContainerConfigError" in ready["message"] and "15 s" in ready["message"]
+    assert (
+        "CreateContainerConfigError" in ready["message"]
+        and f"{START_DEADLINE_S} s" in ready["message"]
+    )
 
 
 def test_a_pod_that_cannot_start_proceeds_once_the_cause_is_fixed(
