@@ -49,9 +49,12 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
 
-## make bench-operator: 100 EvaluationRuns over 10 Workloads in kyai devcluster.
+## make bench-operator: 1,000 EvaluationRuns over 100 Workloads in kyai devcluster with the
+## workers replaced by an instant stand-in (the operator's figures), then 100 runs over 10
+## Workloads with the real workers.
 bench-operator: $(STAMP)
-	$(BIN)/python bench/bench_operator.py
+	$(BIN)/python bench/bench_operator.py --standin --runs 1000 --workloads 100 --timeout 1500
+	$(BIN)/python bench/bench_operator.py --runs 100 --workloads 10
 
 ## make e2e: the system tests against a kind cluster running the Helm chart (needs kind,
 ## kubectl, docker or podman, and `make image`): see README, "Real-cluster tests".

@@ -85,6 +85,9 @@ from opbench.procs import (
 )
 from opbench.report import Result, handler_calls, render, summarize_access, summarize_log
 
+#: The instant stand-in run as the worker image's entrypoint with --standin.
+STANDIN = Path(__file__).resolve().parent / "opbench" / "standin.py"
+
 
 class Bench:
     def __init__(self, args: argparse.Namespace, workdir: Path, stamp: str) -> None:
@@ -135,7 +138,8 @@ class Bench:
             "devcluster",
             [sys.executable, "-m", "kyai.cli", "devcluster", "--port", "0",
              "--kubeconfig", str(kubeconfig), "--workdir", str(self.workdir / "cluster"),
-             "--local-image", WORKER_IMAGE, *(["--verbose"] if self.args.access_log else [])],
+             "--local-image", WORKER_IMAGE, *(["--verbose"] if self.args.access_log else []),
+             *(["--entrypoint", f"{sys.executable} {STANDIN}"] if self.args.standin else [])],
             self.workdir / "devcluster.log",
             dict(os.environ),
         )  # fmt: skip
@@ -516,6 +520,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--create-concurrency", type=int, default=10, help="create calls in flight (10)"
+    )
+    parser.add_argument(
+        "--standin",
+        action="store_true",
+        help="workers replaced by an instant stand-in (bench/opbench/standin.py): the figures "
+        "are the operator's, not those of 2 x N worker processes",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument(

@@ -35,6 +35,9 @@ ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
 
 #: The finalizer and the prefix kopf uses for its own bookkeeping annotations.
 FINALIZER = f"{GROUP}/finalizer"
+#: On a Snapshot or Workload while a started, unfinished EvaluationRun uses it (as
+#: Kubernetes' ``kubernetes.io/pvc-protection``): deleting it waits until no run needs it.
+IN_USE_FINALIZER = f"{GROUP}/in-use"
 KOPF_PREFIX = f"operator.{GROUP}"
 
 #: The name the operator gives itself in managed-by labels and events.
@@ -42,3 +45,7 @@ MANAGER = "kyai-operator"
 
 #: The port every engine serves on inside its pod.
 ENGINE_PORT = 8000
+
+#: The environment variable telling ``kyai generate/judge`` where to write its final error
+#: (a worker container's ``terminationMessagePath``; Kubernetes keeps at most 4096 bytes).
+TERMINATION_MESSAGE_ENV = "KYAI_TERMINATION_MESSAGE_PATH"

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
+import sys
 from typing import Any
 
 
@@ -27,17 +30,50 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch all namespaces")
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
                         help="port of /metrics (default 8080; 0 disables)")  # fmt: skip
+    parser.add_argument("--metrics-bind-address", metavar="ADDRESS",
+                        help="address /metrics binds to (default 0.0.0.0)")  # fmt: skip
     parser.add_argument("--health-port", type=int, metavar="PORT",
                         help="port of /healthz (default 8081; 0 disables)")  # fmt: skip
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     parser.set_defaults(handler=_run)
+
+    load = subparsers.add_parser(
+        "snapshot-load",
+        help="write a large Snapshot's resolved rows into a directory (the operator's load Job)",
+        description=(
+            "Resolve a Snapshot's rows as the operator does (download the URL, check its "
+            "sha256, parse) and write snapshot.json and the rows into --output; refuse a "
+            "result whose sha256 is not --expect-sha256."
+        ),
+    )
+    load.add_argument("--name", required=True, help="the Snapshot's name")
+    load.add_argument("--spec", required=True, help="the Snapshot's spec as JSON")
+    load.add_argument("--expect-sha256", required=True, help="the rows' sha256 the operator saw")
+    load.add_argument("--output", required=True, help="the directory to write (the PVC)")
+    load.set_defaults(handler=_snapshot_load)
+
+
+def _check_free(address: str, port: int) -> None:
+    """Raise OSError naming the port when nothing may listen on it (e.g. in use)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"cannot listen on {address}:{port} (/healthz): {exc.strerror}"
+            ) from exc
 
 
 def _run(args: argparse.Namespace) -> int:
     import kopf
     from pydantic import ValidationError
 
+    from kyai._exitcodes import EXIT_FAILURE, EXIT_USAGE
     from kyai.controllers.handlers import build_registry
+    from kyai.metrics import RunMetrics
     from kyai.settings import OperatorSettings
 
     logging.basicConfig(
@@ -49,11 +85,22 @@ def _run(args: argparse.Namespace) -> int:
         settings = OperatorSettings.from_env(
             namespaces=() if args.all_namespaces else (tuple(args.namespace or ()) or None),
             metrics_port=args.metrics_port,
+            metrics_bind_address=args.metrics_bind_address,
             health_port=args.health_port,
         )
     except ValidationError as exc:
-        print(f"kyai operator: error: invalid settings: {exc}")
-        return 2
+        print(f"kyai operator: error: invalid settings: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    # Bind the ports before kopf starts: a clash is an error now, not a retried start-up.
+    metrics = RunMetrics()
+    try:
+        if settings.health_port:
+            _check_free("0.0.0.0", settings.health_port)
+        if settings.metrics_port:
+            metrics.serve(settings.metrics_port, address=settings.metrics_bind_address)
+    except OSError as exc:
+        print(f"kyai operator: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     registry = build_registry(settings)
     liveness = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
     asyncio.run(
@@ -63,7 +110,62 @@ def _run(args: argparse.Namespace) -> int:
             namespaces=list(settings.namespaces),
             clusterwide=not settings.namespaces,
             liveness_endpoint=liveness,
-            memo=kopf.Memo(operator_settings=settings),
+            memo=kopf.Memo(operator_settings=settings, metrics=metrics),
         )
     )
+    return 0
+
+
+def _fail(message: str) -> int:
+    """Print the error and put it where the kubelet takes the termination message from."""
+    from kyai.constants import TERMINATION_MESSAGE_ENV
+
+    text = f"kyai snapshot-load: error: {message}"
+    print(text, file=sys.stderr)
+    path = os.environ.get(TERMINATION_MESSAGE_ENV)
+    if path and os.path.isfile(path):
+        with contextlib.suppress(OSError), open(path, "wb") as log:
+            log.write(text.encode("utf-8", "replace")[:4096])
+    return 1
+
+
+def _snapshot_load(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from kyai._exitcodes import EXIT_USAGE
+    from kyai.api import SnapshotSpec
+    from kyai.controllers.snapshot import SourceUnavailable, resolve
+    from kyai.datasets import DatasetError, snapshot_files
+
+    try:
+        spec = SnapshotSpec.model_validate(json.loads(args.spec))
+    except (ValueError, ValidationError) as exc:
+        print(f"kyai snapshot-load: error: --spec: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if spec.source is None or spec.source.url is None:
+        print("kyai snapshot-load: error: --spec: only a spec.source.url is loaded by a Job",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
+    try:
+        dataset = asyncio.run(resolve(None, "", args.name, spec))  # type: ignore[arg-type]
+    except (SourceUnavailable, DatasetError) as exc:
+        return _fail(str(exc))
+    if dataset.sha256 != args.expect_sha256:
+        return _fail(
+            f"the rows resolved to sha256 {dataset.sha256}, not the {args.expect_sha256} the "
+            "operator saw: the source changed"
+        )
+    files = snapshot_files(dataset)
+    output = Path(args.output)
+    output.mkdir(parents=True, exist_ok=True)
+    for name, text in files.text.items():
+        (output / f".{name}.partial").write_text(text, encoding="utf-8")
+    for name, data in files.binary.items():
+        (output / f".{name}.partial").write_bytes(data)
+    for name in [*files.text, *files.binary]:
+        (output / f".{name}.partial").replace(output / name)  # all written, then visible
+    print(f"kyai snapshot-load: {len(dataset.rows)} rows, sha256 {dataset.sha256} in {output}")
     return 0

@@ -227,5 +227,14 @@ class RunMetrics(Collector):
         yield from (build, score, latency_seconds, latency, questions, errors, duration, phases)
 
     def serve(self, port: int, *, address: str = "0.0.0.0") -> None:
-        """Serve /metrics on ``port`` from a background thread."""
-        start_http_server(port, addr=address, registry=self.registry)
+        """Serve /metrics on ``port`` from a background thread.
+
+        Raises OSError naming the address and port when it cannot listen (in use, no such
+        address).
+        """
+        try:
+            start_http_server(port, addr=address, registry=self.registry)
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"cannot listen on {address}:{port} (/metrics): {exc.strerror}"
+            ) from exc

@@ -6,6 +6,7 @@ Helm chart sets them from its values) and the most common ones from ``kyai opera
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 
@@ -56,10 +57,20 @@ class OperatorSettings(BaseModel):
     """Key within that Secret."""
     metrics_port: int = Field(default=8080, ge=0, le=65535)
     """Port of /metrics (0: not served)."""
+    metrics_bind_address: str = "0.0.0.0"
+    """Address /metrics binds to: an IPv4 or IPv6 address (``0.0.0.0`` every interface,
+    ``127.0.0.1`` the pod only, ``::`` IPv6)."""
     health_port: int = Field(default=8081, ge=0, le=65535)
     """Port of the liveness endpoint /healthz (0: not served)."""
     workload_poll_seconds: float = Field(default=15.0, gt=0)
     """How often a Workload's /v1/models is read while it is not Ready."""
+    max_concurrent_reconciles: int = Field(default=16, ge=1, le=1024)
+    """Reconciles running at once (each a few API calls); the others wait their turn."""
+    worker_start_timeout_seconds: float = Field(default=300.0, gt=0)
+    """How long a worker pod may fail to start (CreateContainerConfigError, ErrImagePull,
+    ImagePullBackOff, Unschedulable, ...) or a run may wait for its judge's Secret once
+    generation is done, before the run ends Failed. The cause is on the run's conditions
+    from the first look (within ~10 s)."""
     snapshot_configmap_limit_bytes: int = Field(default=900_000, ge=1024)
     """Largest ConfigMap the operator writes for a Snapshot (the API server's limit is
     1 MiB for the whole object)."""
@@ -77,6 +88,17 @@ class OperatorSettings(BaseModel):
                 images[framework] = str(image)
         values["engine_images"] = images
         return values
+
+    @field_validator("metrics_bind_address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not an IP address (e.g. 0.0.0.0, 127.0.0.1 or ::)"
+            ) from None
+        return value
 
     @field_validator("namespaces", mode="before")
     @classmethod

@@ -450,15 +450,28 @@ def test_snapshots_that_cannot_be_resolved_say_why(
 ) -> None:
     import secrets
 
-    big = [{"instruction": secrets.token_hex(2000), "groundTruthResponse": "x"} for _ in range(60)]
+    # Incompressible rows, more than the operator's ConfigMap limit (100,000 bytes here) even
+    # compressed; in a ConfigMap of their own (inline rows are bounded at admission).
+    big = "".join(
+        json.dumps({"instruction": secrets.token_hex(2000), "ground_truth_response": "x"}) + "\n"
+        for _ in range(60)
+    )
+    huge_snapshot = snapshot("huge", namespace)
+    huge_snapshot["spec"]["source"] = {"configMapRef": {"name": "huge-rows", "key": "q.jsonl"}}
     kubectl.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "huge-rows", "namespace": namespace},
+            "data": {"q.jsonl": big},
+        },
         {
             "apiVersion": "kyai.io/v1alpha1",
             "kind": "Snapshot",
             "metadata": {"name": "mmlu", "namespace": namespace},
             "spec": {"builtin": "mmlu-pro"},
         },
-        snapshot("huge", namespace, big),
+        huge_snapshot,
     )
     offline = kubectl.wait_for("snapshot", "mmlu", namespace, phase_is("Pending", "Ready"))
     assert offline["status"]["phase"] == "Pending"

@@ -12,6 +12,19 @@ DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?
 
 Name = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 
+#: A container image reference as the distribution spec's grammar (reference/regexp.go)
+#: has it: ``[registry[:port]/]path[:tag][@sha256:digest]``, lower-case path components,
+#: tags of at most 128 characters. No spaces, no scheme (``https://``), no upper-case path.
+IMAGE_REFERENCE = (
+    r"^(([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)(\.([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?))*"
+    r"(:[0-9]+)?/)?"
+    r"[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(@sha256:[a-f0-9]{64})?$"
+)
+
+ImageReference = Annotated[str, Field(min_length=1, max_length=512, pattern=IMAGE_REFERENCE)]
+
 
 class KyaiModel(BaseModel):
     """camelCase in the cluster, snake_case in Python, unknown fields refused."""

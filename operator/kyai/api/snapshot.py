@@ -35,6 +35,34 @@ class UrlSource(KyaiModel):
     """The file's sha256 (hex); a different file is refused."""
 
 
+#: Inline rows: at most this many (the CRD's maxItems) ...
+MAX_INLINE_ROWS = 1000
+#: ... and this many characters of instruction + groundTruthResponse in all (a CEL rule), so
+#: the object stays far below the API server's ~1.5 MiB per object and kubectl apply's copy
+#: of it below the 256 KiB of annotations. Larger datasets: configMapRef or url.
+MAX_INLINE_CHARACTERS = 200_000
+
+INLINE_TOO_LARGE = (
+    f"inline rows hold at most {MAX_INLINE_ROWS} rows and {MAX_INLINE_CHARACTERS} characters "
+    "of instruction and groundTruthResponse in all: put a larger dataset in a ConfigMap "
+    "(spec.source.configMapRef) or at a URL pinned by its sha256 (spec.source.url)"
+)
+
+_INLINE_SIZE_RULE = {
+    "rule": "self.map(r, size(r.instruction) + size(r.groundTruthResponse)).sum() <= "
+    f"{MAX_INLINE_CHARACTERS}",
+    "message": INLINE_TOO_LARGE,
+}
+
+InlineRows = Annotated[
+    list[InlineRow],
+    Field(
+        max_length=MAX_INLINE_ROWS,
+        json_schema_extra={"x-kubernetes-validations": [_INLINE_SIZE_RULE]},
+    ),
+]
+
+
 class Source(KyaiModel):
     """Where the rows come from: exactly one of configMapRef, url, rows."""
 
@@ -42,8 +70,9 @@ class Source(KyaiModel):
     """A key of a ConfigMap holding a JSONL or CSV file (for a built-in: its native file)."""
     url: UrlSource | None = None
     """A file to download (JSONL, CSV; for a built-in: its native file, Parquet too)."""
-    rows: list[InlineRow] | None = None
-    """The rows themselves."""
+    rows: InlineRows | None = None
+    """The rows themselves, for small sets: at most 1000 rows and 200000 characters of
+    instruction and groundTruthResponse in all (larger datasets: configMapRef or url)."""
     format: Literal["jsonl", "csv", "json", "parquet"] | None = None
     """The file's format (default: from the key's or URL's extension)."""
 
@@ -63,6 +92,10 @@ class Source(KyaiModel):
                 "spec.source needs exactly one of configMapRef, url, rows"
                 + (f" (got {', '.join(given)})" if given else "")
             )
+        if self.rows is not None:
+            characters = sum(len(r.instruction) + len(r.ground_truth_response) for r in self.rows)
+            if characters > MAX_INLINE_CHARACTERS:
+                raise ValueError(f"spec.source.rows: {INLINE_TOO_LARGE} (got {characters})")
         return self
 
 
@@ -128,6 +161,10 @@ class SnapshotStatus(StatusBase):
     """v1 for built-ins, custom otherwise."""
     config_map: str | None = None
     """The ConfigMap holding the resolved rows and prompts, mounted by evaluation Jobs."""
+    claim: str | None = None
+    """The PersistentVolumeClaim holding the resolved rows and prompts instead, for a dataset
+    too large for a ConfigMap (written by the Snapshot's load Job, mounted read-only by
+    evaluation Jobs); only metadata stays in the API server."""
     compressed: bool | None = None
     """Whether the ConfigMap holds the rows gzip-compressed."""
     spec_hash: str | None = None

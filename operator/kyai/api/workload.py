@@ -6,7 +6,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from kyai.api._base import KyaiModel, LocalObjectReference, Name, SecretKeyReference, StatusBase
+from kyai.api._base import (
+    ImageReference,
+    KyaiModel,
+    LocalObjectReference,
+    Name,
+    SecretKeyReference,
+    StatusBase,
+)
 from kyai.api.engineargsset import Framework
 from kyai.engines import framework_list
 
@@ -72,9 +79,9 @@ class WorkloadSpec(KyaiModel):
     """The name clients ask for (default: the model)."""
     engine_args_set_ref: LocalObjectReference | None = None
     """The EngineArgsSet with the engine's flags (its framework must match)."""
-    image: str | None = None
-    """The engine's container image (default: the operator's configured image for the
-    framework)."""
+    image: ImageReference | None = None
+    """The engine's container image, ``[registry[:port]/]repository[:tag][@sha256:digest]``
+    (default: the operator's configured image for the framework)."""
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     """When to pull the image."""
     replicas: int = Field(default=1, ge=0, le=64)

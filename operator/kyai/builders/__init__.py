@@ -9,10 +9,13 @@ and spec hash.
 from __future__ import annotations
 
 from kyai.builders._common import (
+    LABEL_NAME_MAX,
     PART_OF,
+    SUBDOMAIN_MAX,
     WORKER_UID,
     ManifestError,
     WorkerSecurity,
+    child_name,
     dns_label,
     engine_container_security_context,
     engine_pod_security_context,
@@ -40,10 +43,13 @@ from kyai.builders.workload import (
 )
 
 __all__ = [
+    "LABEL_NAME_MAX",
     "PART_OF",
+    "SUBDOMAIN_MAX",
     "WORKER_UID",
     "ManifestError",
     "WorkerSecurity",
+    "child_name",
     "dns_label",
     "engine_args_hash",
     "engine_container_security_context",

@@ -37,6 +37,12 @@ WORKER_TMP_VOLUME = "tmp"
 _LABEL_VALUE_MAX = 63
 _DNS_LABEL = re.compile(r"[^a-z0-9-]+")
 
+#: Longest name of most kinds (a DNS-1123 subdomain: ConfigMap, Secret, PVC, Role, ...).
+SUBDOMAIN_MAX = 253
+#: Longest name of a kind whose name becomes a label value or a DNS label: a Job (its pods
+#: carry ``job-name=<name>``), a Service.
+LABEL_NAME_MAX = 63
+
 
 class ManifestError(ValueError):
     """A manifest cannot be built from the objects given."""
@@ -62,6 +68,24 @@ def dns_label(name: str, *, suffix: str = "") -> str:
         return label
     head = label[: _LABEL_VALUE_MAX - 9].rstrip("-")
     return f"{head}-{_digest(whole, 8)}"
+
+
+def child_name(parent: str, suffix: str, *, limit: int = SUBDOMAIN_MAX) -> str:
+    """``<parent><suffix>`` cut to ``limit`` characters, kept distinct by a short hash.
+
+    A name that fits is returned unchanged. A longer one keeps the head of ``parent``, then
+    ``-`` and 8 hex digits of the sha256 of the whole name, then ``suffix`` (so the child's
+    role stays readable: ``<head>-1a2b3c4d-generate``), as kubebuilder projects and Helm's
+    ``trunc 63`` helpers do. Two parents sharing a long prefix get different names.
+    """
+    whole = f"{parent}{suffix}"
+    if len(whole) <= limit:
+        return whole
+    room = limit - len(suffix) - 9
+    if room < 1:
+        raise ManifestError(f"The suffix {suffix!r} leaves no room in a {limit}-character name.")
+    head = parent[:room].rstrip("-.")
+    return f"{head}-{_digest(whole, 8)}{suffix}"
 
 
 def label_value(value: str) -> str:

@@ -14,8 +14,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kyai.builders._common import (
+    LABEL_NAME_MAX,
     WORKER_TMP_PATH,
     WorkerSecurity,
+    child_name,
+    label_value,
     owner_reference,
     standard_labels,
     worker_security_context,
@@ -27,39 +30,43 @@ from kyai.constants import (
     KINDS,
     LABEL_COMPONENT,
     LABEL_RUN,
+    TERMINATION_MESSAGE_ENV,
 )
 
 TMP_MOUNT = WORKER_TMP_PATH
 
+#: Where a worker container writes its final error (Kubernetes' default path).
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"
+
 
 def generation_job_name(run: str) -> str:
     """The generation Job's name."""
-    return f"{run}-generate"
+    return child_name(run, "-generate", limit=LABEL_NAME_MAX)
 
 
 def judge_job_name(run: str) -> str:
     """The judge Job's name."""
-    return f"{run}-judge"
+    return child_name(run, "-judge", limit=LABEL_NAME_MAX)
 
 
 def results_claim_name(run: str) -> str:
     """The name of the PVC the operator creates for a run's results."""
-    return f"{run}-results"
+    return child_name(run, "-results")
 
 
 def graders_config_map_name(run: str) -> str:
     """The ConfigMap holding a run's Python grader declarations."""
-    return f"{run}-graders"
+    return child_name(run, "-graders")
 
 
 def judge_secret_name(run: str) -> str:
     """The Secret a run gets its copy of the platform judge's API key in."""
-    return f"{run}-judge-key"
+    return child_name(run, "-judge-key")
 
 
 def worker_name(run: str) -> str:
     """The name of the run's worker ServiceAccount, Role and RoleBinding."""
-    return f"{run}-worker"
+    return child_name(run, "-worker")
 
 
 def run_labels(run: str, component: str) -> dict[str, str]:
@@ -182,6 +189,7 @@ class WorkerJob:
     args: Sequence[str]
     secrets: Sequence[SecretEnv] = ()
     snapshot_config_map: str | None = None
+    snapshot_claim: str | None = None
     extra_volumes: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     extra_mounts: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
 
@@ -194,18 +202,20 @@ def _worker_container(
         {"name": "results", "mountPath": RESULTS_MOUNT},
         *security.volume_mounts,
     ]
-    if job.snapshot_config_map:
+    if job.snapshot_config_map or job.snapshot_claim:
         mounts.append({"name": "snapshot", "mountPath": SNAPSHOT_MOUNT, "readOnly": True})
     mounts.extend(dict(mount) for mount in job.extra_mounts)
     return {
         "name": job.component,
         "image": image,
         "imagePullPolicy": image_pull_policy,
-        "command": ["kyai"],
+        # The image's entrypoint is ``kyai``: no command, so that a stand-in image (or the
+        # devcluster's --entrypoint) runs in its place with the same arguments.
         "args": list(job.args),
         "env": [
             {"name": "HOME", "value": TMP_MOUNT},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
+            {"name": TERMINATION_MESSAGE_ENV, "value": TERMINATION_MESSAGE_PATH},
             *(secret.env_entry() for secret in job.secrets),
         ],
         "resources": {
@@ -214,6 +224,9 @@ def _worker_container(
         },
         "volumeMounts": mounts,
         "securityContext": security.container,
+        # The worker writes its last error there; if it could not, the log's tail is used.
+        "terminationMessagePath": TERMINATION_MESSAGE_PATH,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
 
 
@@ -236,6 +249,13 @@ def worker_job(
     ]
     if job.snapshot_config_map:
         volumes.append({"name": "snapshot", "configMap": {"name": job.snapshot_config_map}})
+    elif job.snapshot_claim:
+        volumes.append(
+            {
+                "name": "snapshot",
+                "persistentVolumeClaim": {"claimName": job.snapshot_claim, "readOnly": True},
+            }
+        )
     volumes.extend(dict(volume) for volume in job.extra_volumes)
     container = _worker_container(job, image, image_pull_policy, security)
     spec: dict[str, Any] = {
@@ -271,6 +291,7 @@ def generation_job(run: str, plan: Plan) -> WorkerJob:
         args=plan.generation_args,
         secrets=[plan.candidate_secret] if plan.candidate_secret else [],
         snapshot_config_map=plan.snapshot_config_map,
+        snapshot_claim=plan.snapshot_claim,
     )
 
 
@@ -319,7 +340,7 @@ def judge_network_policy(owner: Mapping[str, Any], endpoint_ports: Sequence[int]
         "kind": "NetworkPolicy",
         "metadata": _metadata(owner, judge_job_name(run), "judge"),
         "spec": {
-            "podSelector": {"matchLabels": {LABEL_RUN: run, LABEL_COMPONENT: "judge"}},
+            "podSelector": {"matchLabels": {LABEL_RUN: label_value(run), LABEL_COMPONENT: "judge"}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
             "egress": [

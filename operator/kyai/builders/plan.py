@@ -115,6 +115,8 @@ class Plan(KyaiModel):
     """Where the generation pod reads the candidate's API key from."""
     snapshot_config_map: str | None = None
     """The Snapshot's ConfigMap the generation pod mounts."""
+    snapshot_claim: str | None = None
+    """The Snapshot's PVC the generation pod mounts read-only instead (large datasets)."""
     results_claim: str
     """The PVC holding the results."""
     own_claim: bool

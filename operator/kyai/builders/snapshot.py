@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from kyai.builders._common import owner_reference
+from kyai.builders._common import (
+    LABEL_NAME_MAX,
+    WORKER_TMP_PATH,
+    child_name,
+    label_value,
+    owner_reference,
+    worker_security_context,
+)
 from kyai.constants import (
     LABEL_COMPONENT,
     LABEL_MANAGED_BY,
@@ -14,12 +22,117 @@ from kyai.constants import (
     LABEL_PART_OF,
     LABEL_SNAPSHOT,
     MANAGER,
+    TERMINATION_MESSAGE_ENV,
 )
 
 
 def config_map_name(snapshot: str) -> str:
     """The ConfigMap holding a Snapshot's resolved rows."""
-    return f"{snapshot}-rows"
+    return child_name(snapshot, "-rows")
+
+
+def load_job_name(snapshot: str) -> str:
+    """The Job writing a large Snapshot's rows into its PVC (at most 63 characters)."""
+    return child_name(snapshot, "-load", limit=LABEL_NAME_MAX)
+
+
+#: Where the load Job mounts the Snapshot's PVC.
+LOAD_MOUNT = "/var/lib/kyai/snapshot"
+
+
+def _labels(snapshot: str) -> dict[str, str]:
+    return {
+        LABEL_NAME: "kyai",
+        LABEL_COMPONENT: "snapshot",
+        LABEL_PART_OF: "kyai-operator",
+        LABEL_MANAGED_BY: MANAGER,
+        LABEL_SNAPSHOT: label_value(snapshot),
+    }
+
+
+def _meta(owner: Mapping[str, Any], name: str) -> dict[str, Any]:
+    meta = owner["metadata"]
+    return {
+        "name": name,
+        "namespace": meta["namespace"],
+        "labels": _labels(meta["name"]),
+        "ownerReferences": [owner_reference(owner)],
+    }
+
+
+def snapshot_claim(
+    owner: Mapping[str, Any], *, size_bytes: int, storage_class: str | None = None
+) -> dict[str, Any]:
+    """The PVC holding a large Snapshot's resolved files (named as its ConfigMap would be).
+
+    ``size_bytes`` is what the files take; the claim asks for twice that plus 64 MiB, in MiB.
+    """
+    mebibytes = (2 * size_bytes) // (1024 * 1024) + 64
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": f"{mebibytes}Mi"}},
+    }
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _meta(owner, config_map_name(owner["metadata"]["name"])),
+        "spec": spec,
+    }
+
+
+def snapshot_load_job(
+    owner: Mapping[str, Any], *, image: str, image_pull_policy: str, expect_sha256: str
+) -> dict[str, Any]:
+    """The Job running ``kyai snapshot-load``: fetch the source, check it, write the files.
+
+    The Snapshot's spec (a URL source: small) goes in as JSON; the Job resolves the rows as the
+    operator did and refuses a result whose sha256 differs from ``expect_sha256``.
+    """
+    meta = owner["metadata"]
+    security = worker_security_context()
+    claim = config_map_name(meta["name"])
+    spec_json = json.dumps(owner.get("spec") or {}, separators=(",", ":"), sort_keys=True)
+    container = {
+        "name": "load",
+        "image": image,
+        "imagePullPolicy": image_pull_policy,
+        "args": [
+            "snapshot-load", "--name", meta["name"], "--spec", spec_json,
+            "--expect-sha256", expect_sha256, "--output", LOAD_MOUNT,
+        ],
+        "env": [
+            {"name": "HOME", "value": WORKER_TMP_PATH},
+            {"name": TERMINATION_MESSAGE_ENV, "value": "/dev/termination-log"},
+        ],
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}},
+        "volumeMounts": [{"name": "rows", "mountPath": LOAD_MOUNT}, *security.volume_mounts],
+        "securityContext": security.container,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }  # fmt: skip
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(owner, load_job_name(meta["name"])),
+        "spec": {
+            "backoffLimit": 2,
+            "template": {
+                "metadata": {"labels": _labels(meta["name"])},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "securityContext": security.pod,
+                    "containers": [container],
+                    "volumes": [
+                        {"name": "rows", "persistentVolumeClaim": {"claimName": claim}},
+                        *security.volumes,
+                    ],
+                },
+            },
+        },
+    }
 
 
 def snapshot_config_map(
@@ -33,13 +146,7 @@ def snapshot_config_map(
         "metadata": {
             "name": config_map_name(meta["name"]),
             "namespace": meta["namespace"],
-            "labels": {
-                LABEL_NAME: "kyai",
-                LABEL_COMPONENT: "snapshot",
-                LABEL_PART_OF: "kyai-operator",
-                LABEL_MANAGED_BY: MANAGER,
-                LABEL_SNAPSHOT: meta["name"],
-            },
+            "labels": _labels(meta["name"]),
             "ownerReferences": [owner_reference(owner)],
         },
         "immutable": True,

@@ -192,6 +192,17 @@ class KubeClient:
             return await self.request("POST", resource_path(kind, namespace), body=obj), True
         return existing, False
 
+    async def ensure(self, obj: Mapping[str, Any]) -> None:
+        """Create ``obj`` unless it exists (a 409 is fine; the existing one is not read)."""
+        kind = obj["kind"]
+        try:
+            await self.request(
+                "POST", resource_path(kind, obj["metadata"].get("namespace")), body=obj
+            )
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+
     async def patch(
         self,
         kind: str,

@@ -46,6 +46,8 @@ class Resolved:
 
     plan: Plan
     facts: EvaluationRunStatus
+    objects: tuple[dict[str, Any], ...] = ()
+    """The Workload and Snapshot as read (the in-use protection starts from them)."""
 
 
 def _ready(obj: Mapping[str, Any] | None) -> bool:
@@ -295,6 +297,8 @@ async def _ready_reference(
             f"the {kind} {name} does not exist in namespace {namespace}; "
             "the run starts once it is Ready",
         )
+    if obj["metadata"].get("deletionTimestamp"):
+        raise Waiting(reasons[1], f"the {kind} {name} is being deleted")
     if not _ready(obj):
         phase = (obj.get("status") or {}).get("phase") or "Pending"
         raise Waiting(reasons[1], f"the {kind} {name} is {phase}, not Ready")
@@ -335,6 +339,7 @@ async def _generate(svc: Services, run: Mapping[str, Any], spec: EvaluationRunSp
         ),
         candidate_secret=secret,
         snapshot_config_map=s_status.config_map,
+        snapshot_claim=s_status.claim,
         results_claim=results_claim,
         own_claim=spec.storage.existing_claim is None,
         judges=judges,
@@ -346,7 +351,7 @@ async def _generate(svc: Services, run: Mapping[str, Any], spec: EvaluationRunSp
         results_claim=results_claim, results_path=worker_args.results_path(name),
         questions=s_status.rows,
     )  # fmt: skip
-    return Resolved(plan=plan, facts=facts)
+    return Resolved(plan=plan, facts=facts, objects=(workload, snapshot))
 
 
 async def resolve_plan(svc: Services, run: Mapping[str, Any], spec: EvaluationRunSpec) -> Resolved:
@@ -354,3 +359,38 @@ async def resolve_plan(svc: Services, run: Mapping[str, Any], spec: EvaluationRu
     if spec.generation_from is not None:
         return await _rejudge(svc, run, spec)
     return await _generate(svc, run, spec)
+
+
+async def missing_secret(
+    svc: Services, namespace: str, plan: Plan, *, judge_only: bool = False
+) -> Waiting | None:
+    """Why a Secret the run's Jobs read is not there yet (a Waiting to report), or None.
+
+    Checked before the run starts and again before the judge Job is created: a worker pod
+    whose Secret is missing would sit in CreateContainerConfigError instead.
+    """
+    wanted: list[tuple[str, str, str, str]] = []  # (what, namespace, name, key)
+    if plan.candidate_secret is not None and not judge_only and plan.generate:
+        secret = plan.candidate_secret
+        wanted.append(("the candidate's API key", namespace, secret.secret, secret.key))
+    llm = plan.judges.llm
+    if llm is not None and llm.copy_secret_from is not None:
+        source = llm.copy_secret_from
+        wanted.append(("the default judge's API key", source.namespace, source.name, source.key))
+    elif llm is not None and llm.secret is not None:
+        wanted.append(("the judge's API key", namespace, llm.secret.secret, llm.secret.key))
+    for what, where, name, key in wanted:
+        found = await svc.kube.get("Secret", where, name)
+        if found is None:
+            return Waiting(
+                c.SECRET_NOT_FOUND,
+                f"the Secret {name} in namespace {where} ({what}) does not exist; "
+                "the run goes on once it does",
+            )
+        if key not in (found.get("data") or {}) and key not in (found.get("stringData") or {}):
+            return Waiting(
+                c.SECRET_NOT_FOUND,
+                f"the Secret {name} in namespace {where} ({what}) has no key {key}; "
+                "the run goes on once it has",
+            )
+    return None

@@ -10,7 +10,9 @@ conditions. This module is the state machine only: the plan is resolved by
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,11 +20,14 @@ from pydantic import ValidationError
 from kyai.api import EvaluationRunSpec, EvaluationRunStatus, Thresholds
 from kyai.api.evaluationrun import EvaluationRunPhase
 from kyai.builders import evaluation as build
-from kyai.builders import spec_hash, worker_args
+from kyai.builders import label_value, spec_hash, worker_args
 from kyai.builders.plan import LLMJudgePlan, Plan
+from kyai.constants import LABEL_COMPONENT, LABEL_RUN
 from kyai.controllers import _conditions as c
+from kyai.controllers._inuse import protect, references, release_references
 from kyai.controllers._kube import KubeError
-from kyai.controllers._plan import KIND, Invalid, Waiting, resolve_plan
+from kyai.controllers._plan import KIND, Invalid, Waiting, missing_secret, resolve_plan
+from kyai.controllers._pods import failure_message, first_trouble, job_state, parse_time
 from kyai.controllers._services import Services
 from kyai.controllers._status import Change, StatusWriter, spec_changed
 
@@ -34,21 +39,24 @@ SPEC_CHANGED = (
 )
 
 
-def job_state(job: Mapping[str, Any] | None) -> tuple[str, str]:
-    """("missing" | "running" | "succeeded" | "failed", message) of a Job."""
-    if job is None:
-        return "missing", ""
-    status = job.get("status") or {}
-    for condition in status.get("conditions") or []:
-        if condition.get("status") != "True":
-            continue
-        if condition.get("type") == "Complete":
-            return "succeeded", ""
-        if condition.get("type") == "Failed":
-            return "failed", condition.get("message") or condition.get("reason") or "the Job failed"
-    if (status.get("succeeded") or 0) >= 1:
-        return "succeeded", ""
-    return "running", ""
+#: Seconds after its creation a running Job's pods are first looked at (pods normally start
+#: within them; the reconcile of 1,000 runs should not list pods every 10 seconds each).
+START_GRACE_SECONDS = 15.0
+
+
+def _may_be_stuck(job: Mapping[str, Any] | None) -> bool:
+    """A running Job without a ready pod, older than :data:`START_GRACE_SECONDS`."""
+    if job is None or (job.get("status") or {}).get("ready"):
+        return False
+    created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
+    return created is None or (datetime.now(UTC) - created).total_seconds() > START_GRACE_SECONDS
+
+
+def _ready_reason(status: EvaluationRunStatus) -> str | None:
+    for condition in status.conditions or []:
+        if condition.type == c.READY:
+            return condition.reason
+    return None
 
 
 def threshold_condition(
@@ -107,6 +115,7 @@ class RunReconciler:
         """End the run Failed."""
         await self._set_phase("Failed", reason, message, progressing=False, completed_at=c.now())
         self.writer.event("Warning", reason, message)
+        await release_references(self.svc, self.namespace, references(self.run))
 
     def current(self) -> EvaluationRunStatus:
         """The run's status as last read or written, through the API model."""
@@ -123,7 +132,8 @@ class RunReconciler:
         except ValidationError as exc:
             await self.fail(c.INVALID_SPEC, c.validation_message(exc))
             return
-        if accepted is None:
+        started = accepted is None
+        if started:
             await self._start(spec)
             current = self.current()
         elif spec_changed(self.run.get("spec") or {}, current.spec_hash):
@@ -132,7 +142,8 @@ class RunReconciler:
             return
         plan = Plan.from_status(current.plan)
         if current.phase == "Generating":
-            await self._generating(plan, spec)
+            # Just started: its Jobs cannot exist yet (they are made only once it is started).
+            await self._generating(plan, spec, fresh=started)
         if self.current().phase == "Judging":
             await self._judging(plan, spec)
 
@@ -157,6 +168,18 @@ class RunReconciler:
             await self.fail(invalid.reason, invalid.message)
             return
         plan, facts = resolved.plan, resolved.facts
+        missing = await missing_secret(self.svc, self.namespace, plan)
+        if missing is not None:
+            await self._wait(missing)
+            return
+        if plan.generate:
+            read = {obj["kind"]: obj for obj in resolved.objects}
+            for kind, name in references(self.run):
+                gone = await protect(self.svc, kind, self.namespace, name, read.get(kind))
+                if gone is not None:
+                    reason = c.SNAPSHOT_NOT_READY if kind == "Snapshot" else c.WORKLOAD_NOT_READY
+                    await self._wait(Waiting(reason, gone))
+                    return
         phase: EvaluationRunPhase
         if plan.generate:
             phase, reason = "Generating", c.GENERATING
@@ -179,23 +202,24 @@ class RunReconciler:
     async def _ensure_common(self, plan: Plan, spec: EvaluationRunSpec) -> None:
         """What a Job needs: worker RBAC, the PVC, the judge's key, graders and their fence."""
         kube = self.svc.kube
-        for obj in build.worker_rbac(self.run):
-            await kube.create(obj)
+        wanted = list(build.worker_rbac(self.run))
         if plan.own_claim and plan.generate:
             storage = spec.storage
-            await kube.create(
+            wanted.append(
                 build.results_claim(
                     self.run, size=storage.size, storage_class=storage.storage_class_name
                 )
             )
+        if plan.judges.graders or plan.judges.builtin:
+            ports = build.endpoint_ports(plan.judges)
+            wanted.append(build.judge_network_policy(self.run, ports))
+        if plan.judges.graders:
+            wanted.append(build.graders_config_map(self.run, plan.judges.graders))
+        # Independent of each other: created side by side (one round trip, not six).
+        await asyncio.gather(*(kube.ensure(obj) for obj in wanted))
         llm = plan.judges.llm
         if llm is not None and llm.copy_secret_from is not None and llm.secret is not None:
             await self._copy_judge_secret(llm)
-        if plan.judges.graders or plan.judges.builtin:
-            ports = build.endpoint_ports(plan.judges)
-            await kube.create(build.judge_network_policy(self.run, ports))
-        if plan.judges.graders:
-            await kube.create(build.graders_config_map(self.run, plan.judges.graders))
 
     async def _copy_judge_secret(self, judge: LLMJudgePlan) -> None:
         source, secret = judge.copy_secret_from, judge.secret
@@ -211,10 +235,23 @@ class RunReconciler:
         await self.svc.kube.create(build.judge_secret(self.run, secret, found["data"][source.key]))
 
     async def _job_outcome(
-        self, job: build.WorkerJob, spec: EvaluationRunSpec, plan: Plan, reason: str, what: str
+        self,
+        job: build.WorkerJob,
+        spec: EvaluationRunSpec,
+        plan: Plan,
+        reason: str,
+        what: str,
+        current: Mapping[str, Any] | None = None,
+        *,
+        known_missing: bool = False,
     ) -> bool:
-        """Create the Job unless it exists; True once it succeeded (the run fails with it)."""
-        current = await self.svc.kube.get("Job", self.namespace, job.name)
+        """Create the Job unless it exists; True once it succeeded (the run fails with it).
+
+        ``current`` is the Job when the caller has just read it (None: read it here, unless
+        ``known_missing``).
+        """
+        if current is None and not known_missing:
+            current = await self.svc.kube.get("Job", self.namespace, job.name)
         if current is None:
             # What the Job needs is made right before it, once per Job (not every reconcile).
             await self._ensure_common(plan, spec)
@@ -230,15 +267,74 @@ class RunReconciler:
             current, _ = await self.svc.kube.create(manifest)
         state, message = job_state(current)
         if state == "failed":
+            said = failure_message(await self._job_pods(job))
+            detail = f"{said} (Job: {message})" if said else message
             await self.fail(
                 reason,
-                f"the {what} Job {job.name} failed: {message}; see `kubectl logs job/{job.name}`",
+                f"the {what} Job {job.name} failed: {detail}; see `kubectl logs job/{job.name}`",
             )
+        elif state == "running" and _may_be_stuck(current):
+            await self._watch_start(job, what)
         return state == "succeeded"
 
-    async def _generating(self, plan: Plan, spec: EvaluationRunSpec) -> None:
+    async def _job_pods(self, job: build.WorkerJob) -> list[dict[str, Any]]:
+        """The pods of a worker Job (selected by the template's labels, owned by the Job)."""
+        selector = f"{LABEL_RUN}={label_value(self.name)},{LABEL_COMPONENT}={job.component}"
+        pods = await self.svc.kube.list("Pod", self.namespace, label_selector=selector)
+        return [
+            pod
+            for pod in pods
+            if any(
+                ref.get("kind") == "Job" and ref.get("name") == job.name
+                for ref in (pod.get("metadata") or {}).get("ownerReferences") or []
+            )
+        ]
+
+    async def _watch_start(self, job: build.WorkerJob, what: str) -> None:
+        """Report a worker pod that cannot start on the run; fail the run after the deadline."""
+        trouble = first_trouble(await self._job_pods(job))
+        current = self.current()
+        reason = _ready_reason(current)
+        if trouble is None:
+            if reason == c.WORKER_NOT_STARTING:
+                await self._resume_phase(current)
+            return
+        deadline = self.svc.settings.worker_start_timeout_seconds
+        waited = (datetime.now(UTC) - trouble.since).total_seconds()
+        if waited > deadline:
+            await self.svc.kube.delete("Job", self.namespace, job.name)
+            await self.fail(
+                c.WORKER_NOT_STARTING,
+                f"the {what} Job {job.name} could not start its {trouble.describe()} "
+                f"(for {waited:.0f} s, longer than the {deadline:g} s the operator's "
+                "workerStartTimeoutSeconds allows)",
+            )
+            return
+        message = (
+            f"the {what} Job {job.name} cannot start its {trouble.describe()}; the run fails "
+            f"if it has not started {deadline:g} s after the pod was created"
+        )
+        if reason == c.WORKER_NOT_STARTING and current.message == message:
+            return
+        assert current.phase is not None
+        await self._set_phase(current.phase, c.WORKER_NOT_STARTING, message, progressing=True)
+        self.writer.event("Warning", c.WORKER_NOT_STARTING, message)
+
+    async def _resume_phase(self, current: EvaluationRunStatus) -> None:
+        """Back to the phase's own reason and message once what blocked it is gone."""
+        if current.phase == "Judging":
+            reason, text = c.JUDGING, f"judging the answers with {current.judge_model}"
+        else:
+            reason = c.GENERATING
+            text = f"generating answers of {current.model} on {current.dataset}"
+        assert current.phase is not None
+        await self._set_phase(current.phase, reason, text, progressing=True)
+
+    async def _generating(self, plan: Plan, spec: EvaluationRunSpec, *, fresh: bool) -> None:
         job = build.generation_job(self.name, plan)
-        if await self._job_outcome(job, spec, plan, c.GENERATION_FAILED, "generation"):
+        if await self._job_outcome(
+            job, spec, plan, c.GENERATION_FAILED, "generation", known_missing=fresh
+        ):
             text = f"judging the answers with {plan.judges.model}"
             await self._set_phase("Judging", c.JUDGING, text, progressing=True)
             self.writer.event("Normal", c.JUDGING, text)
@@ -252,8 +348,44 @@ class RunReconciler:
             generation=spec.generation,
         )
         job = build.judge_job(self.name, plan.judges, args)
-        if await self._job_outcome(job, spec, plan, c.JUDGING_FAILED, "judge"):
+        existing = await self.svc.kube.get("Job", self.namespace, job.name)
+        if existing is None and not await self._judge_secret_ready(plan):
+            return
+        if await self._job_outcome(job, spec, plan, c.JUDGING_FAILED, "judge", existing):
             await self._complete(spec)
+
+    async def _judge_secret_ready(self, plan: Plan) -> bool:
+        """Before the judge Job exists: its Secret is there, or the run says it waits for it.
+
+        The wait has the same deadline as a worker pod that cannot start, counted from the
+        moment the run began waiting.
+        """
+        missing = await missing_secret(self.svc, self.namespace, plan, judge_only=True)
+        current = self.current()
+        waiting_since = None
+        for condition in current.conditions or []:
+            if condition.type == c.PROGRESSING and condition.reason == c.SECRET_NOT_FOUND:
+                waiting_since = parse_time(condition.last_transition_time)
+        if missing is None:
+            if waiting_since is not None:
+                await self._resume_phase(current)
+            return True
+        deadline = self.svc.settings.worker_start_timeout_seconds
+        if waiting_since is not None:
+            waited = (datetime.now(UTC) - waiting_since).total_seconds()
+            if waited > deadline:
+                await self.fail(
+                    c.SECRET_NOT_FOUND,
+                    f"{missing.message.split(';')[0]} for {waited:.0f} s, longer than the "
+                    f"{deadline:g} s the operator's workerStartTimeoutSeconds allows",
+                )
+                return False
+            if current.message == missing.message:
+                return False
+        assert current.phase is not None
+        await self._set_phase(current.phase, missing.reason, missing.message, progressing=False)
+        self.writer.event("Warning", missing.reason, missing.message)
+        return False
 
     async def _complete(self, spec: EvaluationRunSpec) -> None:
         fresh = await self.svc.kube.get(KIND, self.namespace, self.name)
@@ -287,6 +419,7 @@ class RunReconciler:
             )
         )
         self.writer.event("Normal", c.SUCCEEDED, message)
+        await release_references(self.svc, self.namespace, references(self.run))
 
 
 async def reconcile_run(svc: Services, namespace: str, name: str) -> None:
@@ -296,3 +429,17 @@ async def reconcile_run(svc: Services, namespace: str, name: str) -> None:
         if run is None:
             return
         await RunReconciler(svc, run).reconcile()
+
+
+async def resync_run(svc: Services, namespace: str, name: str) -> None:
+    """The periodic look at a run: only when the operator is idle enough to take it at once.
+
+    At 1,000 runs, resyncs queued behind each other delayed the reconciles that Job events
+    ask for by minutes; a skipped resync is taken at the next tick.
+    """
+    async with svc.locked_if_idle(KIND, namespace, name) as idle:
+        if not idle:
+            return
+        run = await svc.kube.get(KIND, namespace, name)
+        if run is not None:
+            await RunReconciler(svc, run).reconcile()

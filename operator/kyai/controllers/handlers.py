@@ -13,20 +13,33 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import kopf
 
-from kyai.constants import FINALIZER, GROUP, KOPF_PREFIX, LABEL_RUN, LABEL_WORKLOAD, VERSION
+from kyai.constants import (
+    FINALIZER,
+    GROUP,
+    IN_USE_FINALIZER,
+    KOPF_PREFIX,
+    LABEL_RUN,
+    LABEL_SNAPSHOT,
+    LABEL_WORKLOAD,
+    VERSION,
+)
 from kyai.controllers import evaluationrun as _runs
 from kyai.controllers import snapshot as _snapshots
 from kyai.controllers import workload as _workloads
+from kyai.controllers._diffbase import DigestDiffBaseStorage
+from kyai.controllers._inuse import references, release_if_unused, release_references
 from kyai.controllers._kube import KubeClient
 from kyai.controllers._services import Services, services
-from kyai.controllers.evaluationrun import TERMINAL
+from kyai.controllers.evaluationrun import TERMINAL, resync_run
 from kyai.metrics import RunMetrics
 from kyai.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
 
-#: How often runs that are not finished are looked at, whatever happens.
-RUN_RESYNC_SECONDS = 10.0
+#: How often runs that are not finished are looked at, whatever happens (a safety net: Job
+#: and run events move runs on; this catches pods that cannot start and lost events). The
+#: first look comes as late, not right after the create handler's.
+RUN_RESYNC_SECONDS = 20.0
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -69,6 +82,14 @@ def _job_finished(status: kopf.Status, **_: Any) -> bool:
     )
 
 
+def owning_run(meta: Any) -> str | None:
+    """The name of the EvaluationRun owning a child (its label value may be cut to 63)."""
+    for owner in meta.get("ownerReferences") or []:
+        if owner.get("kind") == "EvaluationRun" and owner.get("apiVersion", "").startswith(GROUP):
+            return str(owner["name"])
+    return None
+
+
 def _workload_not_ready(status: kopf.Status, **_: Any) -> bool:
     return status.get("phase") != "Ready"
 
@@ -90,20 +111,21 @@ def _register_lifecycle(registry: kopf.OperatorRegistry) -> None:
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         # kopf's own bookkeeping under the operator's prefix, in annotations only.
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        # Only a digest of the last handled spec (no copy of it in an annotation).
+        settings.persistence.diffbase_storage = DigestDiffBaseStorage(
             prefix=KOPF_PREFIX, key="last-handled-configuration"
         )
         settings.persistence.finalizer = FINALIZER
         # The operator posts its own events; kopf's per-handler ones only on trouble.
         settings.posting.level = logging.WARNING
         operator_settings: OperatorSettings = memo["operator_settings"]
-        metrics = RunMetrics()
-        if operator_settings.metrics_port:
-            metrics.serve(operator_settings.metrics_port)
+        # `kyai operator` serves /metrics before kopf starts (a port clash fails at once).
+        metrics: RunMetrics = memo.get("metrics") or RunMetrics()
         memo["services"] = Services(KubeClient.from_environment(), operator_settings, metrics)
         log.info(
-            "kyai operator started: namespaces %s, metrics on :%d",
+            "kyai operator started: namespaces %s, metrics on %s:%d",
             ", ".join(operator_settings.namespaces) or "all",
+            operator_settings.metrics_bind_address,
             operator_settings.metrics_port,
         )
 
@@ -153,8 +175,12 @@ def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSetti
         await reconcile_workload(services(memo), _ns(namespace), labels[LABEL_WORKLOAD])
 
     @kopf.on.event(GROUP, VERSION, "workloads", registry=registry)
-    async def workload_changed(namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
-        await _reconcile_pending_runs(services(memo), _ns(namespace))
+    async def workload_changed(
+        namespace: str | None, name: str, meta: kopf.Meta, status: kopf.Status, memo: kopf.Memo,
+        **_: Any,
+    ) -> None:  # fmt: skip
+        await _release_deleted(services(memo), "Workload", _ns(namespace), name, meta)
+        await _reconcile_pending_runs(services(memo), "Workload", _ns(namespace), name, status)
 
 
 def _register_snapshots(registry: kopf.OperatorRegistry) -> None:
@@ -168,9 +194,25 @@ def _register_snapshots(registry: kopf.OperatorRegistry) -> None:
         if delay is not None:
             raise kopf.TemporaryError("the snapshot's source is not available yet", delay=delay)
 
+    @kopf.on.event("batch", "v1", "jobs", labels={LABEL_SNAPSHOT: kopf.PRESENT},
+                   when=_job_finished, registry=registry)  # fmt: skip
+    async def snapshot_load_job(
+        meta: kopf.Meta, namespace: str | None, memo: kopf.Memo, **_: Any
+    ) -> None:
+        for owner in meta.get("ownerReferences") or []:
+            if owner.get("kind") == "Snapshot":
+                svc = services(memo)
+                body = await svc.kube.get("Snapshot", _ns(namespace), owner["name"])
+                if body is not None:
+                    await reconcile_snapshot(svc, body)
+
     @kopf.on.event(GROUP, VERSION, "snapshots", registry=registry)
-    async def snapshot_changed(namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
-        await _reconcile_pending_runs(services(memo), _ns(namespace))
+    async def snapshot_changed(
+        namespace: str | None, name: str, meta: kopf.Meta, status: kopf.Status, memo: kopf.Memo,
+        **_: Any,
+    ) -> None:  # fmt: skip
+        await _release_deleted(services(memo), "Snapshot", _ns(namespace), name, meta)
+        await _reconcile_pending_runs(services(memo), "Snapshot", _ns(namespace), name, status)
 
 
 def _register_runs(registry: kopf.OperatorRegistry) -> None:
@@ -187,13 +229,14 @@ def _register_runs(registry: kopf.OperatorRegistry) -> None:
         VERSION,
         "evaluationruns",
         interval=RUN_RESYNC_SECONDS,
+        initial_delay=RUN_RESYNC_SECONDS,
         when=_not_terminal,
         registry=registry,
     )
     async def evaluation_run_resync(
         namespace: str | None, name: str, memo: kopf.Memo, **_: Any
     ) -> None:
-        await reconcile_run(services(memo), _ns(namespace), name)
+        await resync_run(services(memo), _ns(namespace), name)
 
     @kopf.on.event(
         "batch",
@@ -203,10 +246,10 @@ def _register_runs(registry: kopf.OperatorRegistry) -> None:
         when=_job_finished,
         registry=registry,
     )
-    async def worker_job(
-        labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any
-    ) -> None:
-        await reconcile_run(services(memo), _ns(namespace), labels[LABEL_RUN])
+    async def worker_job(meta: kopf.Meta, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+        run = owning_run(meta)
+        if run is not None:
+            await reconcile_run(services(memo), _ns(namespace), run)
 
     @kopf.on.event(GROUP, VERSION, "evaluationruns", registry=registry)
     async def run_metrics(
@@ -217,12 +260,46 @@ def _register_runs(registry: kopf.OperatorRegistry) -> None:
         if event.get("type") == "DELETED":
             svc.metrics.forget(_ns(namespace), name)
             svc.forget("EvaluationRun", _ns(namespace), name)
+            await release_references(svc, _ns(namespace), references(body))
         else:
             svc.metrics.observe(dict(body))
 
 
-async def _reconcile_pending_runs(svc: Services, namespace: str) -> None:
-    """Give Pending runs of a namespace a look when something they may wait for changed."""
+async def _release_deleted(svc: Services, kind: str, namespace: str, name: str, meta: Any) -> None:
+    """An object being deleted that carries the in-use finalizer: free it if unused."""
+    if meta.get("deletionTimestamp") and IN_USE_FINALIZER in (meta.get("finalizers") or []):
+        await release_if_unused(svc, kind, namespace, name)
+
+
+def _names_in(value: Any) -> set[str]:
+    """Every string in a spec (the names it refers to among them)."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_names_in(item) for item in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_names_in(item) for item in value)) if value else set()
+    return set()
+
+
+async def _reconcile_pending_runs(
+    svc: Services, kind: str, namespace: str, name: str, status: Any
+) -> None:
+    """Give the Pending runs naming a Workload or Snapshot a look when it becomes Ready.
+
+    Only runs that wait (Pending) and name it; a run not looked at yet (no phase) is its
+    create handler's, and the 10-second resync covers every other change. (Looking at every
+    run of the namespace on every event made 100 Workloads x 1,000 runs of reconciles.)
+    """
+    key = (kind, namespace, name)
+    if (status or {}).get("phase") != "Ready":
+        svc.ready.discard(key)
+        return
+    if key in svc.ready:
+        return  # Ready before: the runs waiting for it were looked at then
+    svc.ready.add(key)
     for run in await svc.kube.list("EvaluationRun", namespace):
-        if (run.get("status") or {}).get("phase") in (None, "Pending"):
+        if (run.get("status") or {}).get("phase") != "Pending":
+            continue
+        if name in _names_in(run.get("spec") or {}):
             await reconcile_run(svc, namespace, run["metadata"]["name"])

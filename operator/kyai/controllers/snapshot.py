@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,17 @@ from pydantic import ValidationError
 
 from kyai.api import SnapshotSpec, SnapshotStatus
 from kyai.api.snapshot import SnapshotPhase
-from kyai.builders import spec_hash
-from kyai.builders.snapshot import config_map_name, snapshot_config_map
+from kyai.builders import label_value, spec_hash
+from kyai.builders.snapshot import (
+    config_map_name,
+    load_job_name,
+    snapshot_claim,
+    snapshot_config_map,
+    snapshot_load_job,
+)
+from kyai.constants import LABEL_SNAPSHOT
 from kyai.controllers import _conditions as c
+from kyai.controllers._pods import failure_message, job_state
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter, spec_changed
 from kyai.datasets import (
@@ -131,20 +140,57 @@ async def resolve(svc: Services, namespace: str, name: str, spec: SnapshotSpec) 
     with tempfile.TemporaryDirectory(prefix="kyai-snapshot-") as scratch:
         path = Path(scratch) / f"{name}{_suffix(spec, hint)}"
         path.write_bytes(data)
-        if spec.builtin is not None:
+        try:
+            if spec.builtin is not None:
+                return await asyncio.to_thread(
+                    load_dataset,
+                    spec.builtin,
+                    dataset_file=path,
+                    generation_prompt=prompts.generation,
+                    judge_prompt=prompts.judge,
+                )
             return await asyncio.to_thread(
                 load_dataset,
-                spec.builtin,
-                dataset_file=path,
+                str(path),
                 generation_prompt=prompts.generation,
                 judge_prompt=prompts.judge,
             )
-        return await asyncio.to_thread(
-            load_dataset,
-            str(path),
-            generation_prompt=prompts.generation,
-            judge_prompt=prompts.judge,
-        )
+        except DatasetError as exc:
+            raise DatasetError(source_message(str(exc), str(path), spec)) from exc
+
+
+_LINE = re.compile(r"^(?P<path>.+?), line (?P<line>\d+)(?P<rest>.*)$", re.DOTALL)
+_FIELD = re.compile(r"'([a-z]+(?:_[a-z]+)+)'")
+
+
+def _camel(match: re.Match[str]) -> str:
+    head, *tail = match.group(1).split("_")
+    return "'" + head + "".join(part.title() for part in tail) + "'"
+
+
+def source_message(message: str, path: str, spec: SnapshotSpec) -> str:
+    """A loader's message about the scratch file, told in terms of the Snapshot's source.
+
+    The rows were written to a temporary file to be parsed: the user knows the field
+    (``spec.source.rows[3]``), the ConfigMap key or the URL, not ``/tmp/kyai-snapshot-…``.
+    """
+    source = spec.source
+    if source is None:
+        return message.replace(path, "the built-in's file")
+    if source.rows is not None:
+        found = _LINE.match(message)
+        if found is not None and found.group("path") == path:
+            index = int(found.group("line")) - 1
+            rest = _FIELD.sub(_camel, found.group("rest"))
+            return f"spec.source.rows[{index}]{rest}"
+        return _FIELD.sub(_camel, message.replace(path, "spec.source.rows"))
+    if source.config_map_ref is not None:
+        ref = source.config_map_ref
+        where = f"ConfigMap {ref.name} key {ref.key} (spec.source.configMapRef)"
+    else:
+        assert source.url is not None
+        where = f"{source.url.url} (spec.source.url)"
+    return message.replace(path, where)
 
 
 SPEC_CHANGED = (
@@ -181,6 +227,10 @@ class SnapshotReconciler:
         except ValidationError as exc:
             await self.not_ready("Failed", c.INVALID_SPEC, c.validation_message(exc))
             return None
+        if current.phase == "Resolving" and current.claim and await self.watch_load(current):
+            return None
+        if current.phase == "Failed" and current.claim:
+            return None  # the load Job failed: a new Snapshot is needed
         if current.phase != "Resolving":
             text = "resolving the rows"
             conditions = self.writer.conditions((c.READY, None, c.RESOLVING, text))
@@ -203,9 +253,15 @@ class SnapshotReconciler:
         files = snapshot_files(dataset)
         limit = self.svc.settings.snapshot_configmap_limit_bytes
         if files.size > limit:
+            source = spec.source
+            if source is not None and source.url is not None:
+                await self._load_into_claim(spec, dataset, files.size)
+                return
             message = (
                 f"the {len(dataset.rows)} rows take {files.size} bytes even compressed, more "
-                f"than a ConfigMap holds ({limit} bytes): split the dataset into several Snapshots"
+                f"than a ConfigMap holds ({limit} bytes): serve the file at a URL pinned by its "
+                "sha256 (spec.source.url; it is then written to a volume), or split the dataset "
+                "into several Snapshots"
             )
             await self.not_ready("Failed", c.TOO_LARGE, message)
             return
@@ -232,6 +288,85 @@ class SnapshotReconciler:
             )
         )
         self.writer.event("Normal", c.RESOLVED, message)
+
+    def _facts(self, spec: SnapshotSpec, dataset: Dataset) -> dict[str, Any]:
+        return {
+            "rows": len(dataset.rows),
+            "sha256": dataset.sha256,
+            "dataset": dataset.name if spec.builtin is None else spec.builtin,
+            "version": dataset.version,
+            "spec_hash": spec_hash(self.body.get("spec") or {}),
+        }
+
+    async def _load_into_claim(self, spec: SnapshotSpec, dataset: Dataset, size: int) -> None:
+        """A dataset too large for a ConfigMap: a PVC and a Job writing the rows into it.
+
+        Only metadata stays in the API server (rows count, sha256, the claim's name). The Job
+        resolves the same URL again and refuses rows whose sha256 differs.
+        """
+        settings = self.svc.settings
+        claim = snapshot_claim(self.body, size_bytes=size)
+        await self.svc.kube.ensure(claim)
+        await self.svc.kube.ensure(
+            snapshot_load_job(
+                self.body,
+                image=settings.worker_image,
+                image_pull_policy=settings.worker_image_pull_policy,
+                expect_sha256=dataset.sha256,
+            )
+        )
+        name = claim["metadata"]["name"]
+        message = (
+            f"writing {len(dataset.rows)} rows ({size} bytes compressed, more than a ConfigMap "
+            f"holds) to the PersistentVolumeClaim {name}"
+        )
+        await self.writer.patch(
+            SnapshotStatus(
+                phase="Resolving",
+                message=message,
+                claim=name,
+                config_map=None,
+                compressed=True,
+                conditions=self.writer.conditions((c.READY, None, c.RESOLVING, message)),
+                **self._facts(spec, dataset),
+            )
+        )
+        self.writer.event("Normal", c.RESOLVING, message)
+
+    async def watch_load(self, current: SnapshotStatus) -> bool:
+        """A Snapshot whose rows a load Job writes: Ready when it succeeded, Failed if it failed.
+
+        False when the Job is gone (deleted under us): the rows are resolved again.
+        """
+        job_name = load_job_name(self.name)
+        job = await self.svc.kube.get("Job", self.namespace, job_name)
+        state, detail = job_state(job)
+        if state == "running":
+            return True
+        if state == "missing":
+            return False
+        if state == "failed":
+            pods = await self.svc.kube.list(
+                "Pod", self.namespace, label_selector=f"{LABEL_SNAPSHOT}={label_value(self.name)}"
+            )
+            said = failure_message(pods) or detail
+            await self.not_ready(
+                "Failed", c.INVALID_DATA, f"the load Job {job_name} failed: {said}"
+            )
+            return True
+        message = f"{current.rows} rows on the PersistentVolumeClaim {current.claim}, sha256 " + (
+            f"{(current.sha256 or '')[:12]}…"
+        )
+        await self.writer.patch(
+            SnapshotStatus(
+                phase="Ready",
+                message=message,
+                resolved_at=c.now(),
+                conditions=self.writer.conditions((c.READY, True, c.RESOLVED, message)),
+            )
+        )
+        self.writer.event("Normal", c.RESOLVED, message)
+        return True
 
 
 async def reconcile_snapshot(svc: Services, body: dict[str, Any]) -> float | None:

@@ -322,6 +322,17 @@ class WorkloadReconciler:
             )
             return
         card = find_card(cards, expected_name)
+        if card is None and spec.endpoint is not None:
+            # A server elsewhere: it must serve this model, or every request would fail.
+            await self.set_status(
+                "Pending",
+                c.MODEL_NOT_SERVED,
+                not_served_message(url, expected_name, cards),
+                False,
+                endpoint=url,
+                **fields,
+            )
+            return
         if card is None and len(cards) == 1:
             card = cards[0]
         served = str(card.get("id")) if card else expected_name
@@ -340,6 +351,17 @@ class WorkloadReconciler:
             max_model_len_source=source,
             **fields,
         )
+
+
+def not_served_message(url: str, expected: str, cards: list[dict[str, Any]]) -> str:
+    """Why an endpoint Workload is not Ready: the model it names and what the server serves."""
+    names = [str(card.get("id")) for card in cards if card.get("id")]
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    served = f"it serves {shown}" if names else "it lists no model"
+    return (
+        f"the server at {url} does not list the model {expected} in /v1/models; {served} "
+        "(set spec.servedModelName, or spec.model, to the name it serves)"
+    )
 
 
 async def reconcile_workload(svc: Services, namespace: str, name: str) -> None:

@@ -390,9 +390,20 @@ def _check_inputs(args: argparse.Namespace, phases: tuple[str, ...]) -> None:
 
 
 def _error(args: argparse.Namespace, message: object) -> None:
+    from kyai.constants import TERMINATION_MESSAGE_ENV
     from kyai.evaluation._redact import redact
 
-    print(redact(f"kyai {args.command}: error: {message}"), file=sys.stderr)
+    text = redact(f"kyai {args.command}: error: {message}")
+    print(text, file=sys.stderr)
+    # In a worker Job, also the container's termination message: the operator quotes it.
+    # The kubelet creates that file before the container starts; none is created here.
+    path = os.environ.get(TERMINATION_MESSAGE_ENV)
+    if path and os.path.isfile(path):
+        try:
+            with open(path, "wb") as log:
+                log.write(text.encode("utf-8", "replace")[:4096])
+        except OSError:
+            pass  # best effort: FallbackToLogsOnError takes the log's tail instead
 
 
 def _run_guarded(args: argparse.Namespace, phases: tuple[str, ...]) -> int:

@@ -1,0 +1,159 @@
+"""What a worker Job's pods say: why one cannot start, and why one ended Failed.
+
+Pure functions over pod objects as the API server returns them (``status.containerStatuses``
+with ``state.waiting`` / ``state.terminated``, ``status.conditions`` with ``PodScheduled``),
+so the run's status can carry the pod's own reason and message instead of "see kubectl logs".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+#: Waiting reasons of a container that will not start by itself soon (the kubelet's names:
+#: pkg/kubelet/images and kuberuntime). CrashLoopBackOff is not here: a worker pod runs
+#: with restartPolicy Never, its failures end the pod and count against the backoff limit.
+STUCK_REASONS = frozenset(
+    {
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "ErrImageNeverPull",
+        "InvalidImageName",
+        "RegistryUnavailable",
+    }
+)
+
+#: The longest pod message quoted in a condition (the kubelet caps the termination message
+#: at 4096 bytes; a condition message should stay readable).
+MESSAGE_MAX = 1024
+
+
+@dataclass(frozen=True)
+class PodTrouble:
+    """A pod that cannot start: its name, the kubelet's or scheduler's reason, since when."""
+
+    pod: str
+    reason: str
+    message: str
+    since: datetime
+
+    def describe(self) -> str:
+        """``pod <name>: <Reason>: <message>``."""
+        text = f"pod {self.pod}: {self.reason}"
+        return f"{text}: {_clip(self.message)}" if self.message else text
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 1] + "…"
+
+
+def parse_time(value: object) -> datetime | None:
+    """An RFC 3339 timestamp of the API (``2026-01-02T03:04:05Z``), or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _name(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("name", "?"))
+
+
+def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def pod_trouble(pod: Mapping[str, Any]) -> PodTrouble | None:
+    """Why ``pod`` cannot start, or None when it runs, ended, or is only on its way."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
+        return None
+    created = parse_time(meta.get("creationTimestamp")) or datetime.now(UTC)
+    for container in _statuses(pod):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        reason = str(waiting.get("reason") or "")
+        if reason in STUCK_REASONS:
+            return PodTrouble(_name(pod), reason, str(waiting.get("message") or ""), created)
+    for condition in status.get("conditions") or []:
+        if (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            since = parse_time(condition.get("lastTransitionTime")) or created
+            return PodTrouble(
+                _name(pod), "Unschedulable", str(condition.get("message") or ""), since
+            )
+    return None
+
+
+def first_trouble(pods: Iterable[Mapping[str, Any]]) -> PodTrouble | None:
+    """The longest-standing trouble among ``pods``."""
+    troubles = [t for t in map(pod_trouble, pods) if t is not None]
+    return min(troubles, key=lambda t: t.since) if troubles else None
+
+
+def _finished_at(pod: Mapping[str, Any]) -> datetime:
+    """When the pod's last container ended (its creation time if none says)."""
+    finished = [
+        parse_time(((container.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+        for container in _statuses(pod)
+    ]
+    known = [time for time in finished if time is not None]
+    if known:
+        return max(known)
+    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    return created or datetime.min.replace(tzinfo=UTC)
+
+
+def failure_message(pods: Iterable[Mapping[str, Any]]) -> str | None:
+    """What the last failed pod said: its container's termination message, else its reason.
+
+    The termination message is the worker's own last error (written to
+    ``terminationMessagePath``, or the tail of its log under ``FallbackToLogsOnError``).
+    """
+    failed = [pod for pod in pods if (pod.get("status") or {}).get("phase") == "Failed"]
+    for pod in sorted(failed, key=_finished_at, reverse=True):
+        for container in _statuses(pod):
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            if not terminated:
+                continue
+            text = str(terminated.get("message") or "").strip()
+            code = terminated.get("exitCode")
+            if text:
+                return f"pod {_name(pod)} exited with code {code}: {_clip(text)}"
+            reason = terminated.get("reason")
+            if reason and reason not in ("Error", "Completed"):
+                return f"pod {_name(pod)} exited with code {code} ({reason})"
+        status = pod.get("status") or {}
+        if status.get("message"):
+            reason = status.get("reason") or "Failed"
+            return f"pod {_name(pod)}: {reason}: {_clip(str(status['message']))}"
+    return None
+
+
+def job_state(job: Mapping[str, Any] | None) -> tuple[str, str]:
+    """("missing" | "running" | "succeeded" | "failed", message) of a Job."""
+    if job is None:
+        return "missing", ""
+    status = job.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") == "Complete":
+            return "succeeded", ""
+        if condition.get("type") == "Failed":
+            return "failed", condition.get("message") or condition.get("reason") or "the Job failed"
+    if (status.get("succeeded") or 0) >= 1:
+        return "succeeded", ""
+    return "running", ""
