@@ -12,8 +12,8 @@ from kyai.evaluation import Verdict, parse_verdict
 @pytest.mark.parametrize(
     ("reply", "score"),
     [
-        # An example quoted first, the final verdict last: the last object with a score wins.
-        ('Example: {"score": 0.2}. Mine: {"score": 0.9, "reasoning": "close"}', 0.9),
+        # The same score repeated: the last object with a score is the verdict.
+        ('Example: {"score": 0.9}. Mine: {"score": 0.9, "reasoning": "close"}', 0.9),
         # A later object without a score (a note) does not replace the verdict.
         ('{"score": 0.75, "reasoning": "ok"} and a note {"comment": "n/a"}', 0.75),
         # Stray or broken braces before the verdict are skipped, not fatal.
@@ -31,8 +31,10 @@ def test_the_last_object_with_a_score_is_the_verdict(reply: str, score: float) -
 
 
 def test_the_reasoning_of_the_chosen_object_is_kept() -> None:
-    verdict = parse_verdict('{"score": 0.2, "reasoning": "ex"} {"score": 1, "reasoning": "r"}')
+    verdict = parse_verdict('{"score": 1.0, "reasoning": "ex"} {"score": 1, "reasoning": "r"}')
     assert verdict == Verdict(1.0, "r")
+    ambiguous = parse_verdict('{"score": 0.2, "reasoning": "ex"} {"score": 1, "reasoning": "r"}')
+    assert (ambiguous.score, ambiguous.error_kind) == (0.0, "judge_ambiguous")
     assert parse_verdict('{"score": 1, "reasoning": 5}') == Verdict(1.0, None)
 
 
