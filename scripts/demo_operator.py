@@ -9,7 +9,7 @@ The served vLLM Workload runs the vLLM stand-in (``python -m kyai.testing.engine
 devcluster's kubelet runs for vLLM's image) with the EngineArgsSet's real flags. Its answers
 come from a rules file (one wrong on purpose); the judge is the substring judge.
 
-    python scripts/demo_operator.py [--workdir DIR] [--timeout SECONDS] [--keep]
+    python scripts/demo_operator.py [--workdir DIR] [--timeout SECONDS]
 """
 
 from __future__ import annotations
@@ -129,7 +129,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def operator(cluster: DevClusterThread, judge_url: str, log: Path) -> Iterator[None]:
+def operator(
+    cluster: DevClusterThread, judge_url: str, log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
     """``kyai operator -A`` against the devcluster, resolving Service names like a pod."""
     env = cluster.network_env(
         {
@@ -151,7 +153,7 @@ def operator(cluster: DevClusterThread, judge_url: str, log: Path) -> Iterator[N
             env=env,
         )
     try:
-        yield
+        yield process
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -175,11 +177,20 @@ def phases(kubeconfig: Path) -> dict[str, str]:
     return shown
 
 
-def watch(kubeconfig: Path, started: float, timeout: float, log: Path) -> None:
+def log_tail(log: Path) -> str:
+    """The end of the operator's log."""
+    return log.read_text(errors="replace")[-3000:] if log.exists() else ""
+
+
+def watch(
+    kubeconfig: Path, started: float, timeout: float, log: Path, process: subprocess.Popen[bytes]
+) -> None:
     """Print every phase change until every run has finished."""
     seen: dict[str, str] = {}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise DemoError(f"the operator exited ({process.returncode}):\n{log_tail(log)}")
         current = phases(kubeconfig)
         for key, value in sorted(current.items()):
             if seen.get(key) != value:
@@ -189,8 +200,9 @@ def watch(kubeconfig: Path, started: float, timeout: float, log: Path) -> None:
         if runs and all(v in FINISHED for v in runs):
             return
         time.sleep(0.5)
-    tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
-    raise DemoError(f"the runs did not finish in {timeout:.0f}s; the operator's log ends:\n{tail}")
+    raise DemoError(
+        f"the runs did not finish in {timeout:.0f}s; the operator's log ends:\n{log_tail(log)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"devcluster at {cluster.url} (KUBECONFIG={config})")
             print(f"judge stand-in (LLM double) at {running_judge.base_url}")
             kubectl(config, "apply", "-f", str(ROOT / "crds"))
-            with operator(cluster, running_judge.base_url, log):
+            with operator(cluster, running_judge.base_url, log) as process:
                 print(f"operator started (log: {log})")
                 print("applying config/samples (adapted for this machine):")
                 objects = adapt(samples(), running_judge.base_url, rules)
@@ -230,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print("".join(f"  {line}\n" for line in applied.splitlines()), end="")
                 print("phases:")
-                watch(config, started, args.timeout, log)
+                watch(config, started, args.timeout, log, process)
                 print("\n$ kubectl get workloads")
                 print(kubectl(config, "get", "workloads", "-n", NAMESPACE), end="")
                 print("\n$ kubectl get er")
