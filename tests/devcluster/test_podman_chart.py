@@ -225,6 +225,7 @@ def test_helm_install_runs_the_operator_in_its_container_and_a_run_succeeds(
     assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
     logs = installed.operator_logs()
     assert "kyai operator started" in logs
+    assert "Initial authentication has finished" in logs  # in-cluster config, its token
     assert "forbidden" not in logs.lower(), logs[-3000:]
 
 
