@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck layers unit demo bench bench-operator crds e2e mutation clean image base-image podman-config
+.PHONY: setup test lint typecheck layers unit demo demo-cli bench bench-operator crds e2e mutation clean image base-image podman-config
 
 setup: $(STAMP)
 
@@ -41,8 +41,13 @@ crds: $(STAMP)
 	cp crds/*.yaml charts/kyai-operator/crds/
 	$(BIN)/python -m kyai.engines charts/kyai-operator/values.schema.json
 
-## make demo: a local KYAI run against the bundled OpenAI-compatible stand-in.
+## make demo: the operator in kyai devcluster serves config/samples' vLLM Workload (the
+## engine stand-in) and evaluates it; ends with `kubectl get er`. Needs kubectl.
 demo: $(STAMP)
+	$(BIN)/python scripts/demo_operator.py
+
+## make demo-cli: one `kyai run` against the bundled OpenAI-compatible stand-in (no cluster).
+demo-cli: $(STAMP)
 	$(BIN)/python -m kyai.testing.demo
 
 ## make bench: the evaluation engine's throughput and memory benchmark.

@@ -121,6 +121,20 @@ def test_addresses_are_unique_loopback_and_reused_after_release() -> None:
     assert len({pool.allocate(str(n)) for n in range(300)}) == 300
 
 
+def test_each_pool_starts_at_a_random_subnet_and_wraps_around(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Two devclusters side by side (parallel test sessions) must not bind the same address.
+    monkeypatch.setattr("kyai.devcluster._network.random.randrange", lambda *_: 65536 - 256)
+    pool = AddressPool(POD_NETWORK)
+    addresses = [pool.allocate(str(n)) for n in range(260)]
+    assert addresses[0] == "127.10.255.2" and addresses[252] == "127.10.255.254"
+    assert addresses[253] == "127.10.0.2" and len(set(addresses)) == 260
+    monkeypatch.undo()
+    starts = {AddressPool(POD_NETWORK).allocate("a") for _ in range(20)}
+    assert len(starts) > 1
+
+
 def test_hosts_file_is_rewritten_in_place(tmp_path: Path) -> None:
     hosts = HostsFile(tmp_path / "hosts")
     inode = hosts.path.stat().st_ino

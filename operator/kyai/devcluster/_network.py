@@ -22,6 +22,7 @@ import ipaddress
 import itertools
 import logging
 import os
+import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,12 @@ class AddressPool:
         self._free: list[str] = []
 
     def _candidates(self) -> Iterator[ipaddress.IPv4Address]:
-        for address in self._network.hosts():
+        # From a random /24 on, wrapping around: devclusters running side by side on one
+        # machine (parallel test sessions) rarely hand out the same loopback address.
+        size = self._network.num_addresses
+        start = random.randrange(0, size, 256) if size > 256 else 0
+        for offset in range(size):
+            address = self._network.network_address + (start + offset) % size
             if int(address) & 0xFF not in (0, 1, 255):
                 yield address
 

@@ -394,6 +394,9 @@ class PodmanRuntime:
                     stdout=log,
                     stderr=asyncio.subprocess.STDOUT,
                     env=env,
+                    # conmon drops an "oom" marker in its working directory when a container
+                    # is OOM-killed: keep it in the pod's log folder, not wherever we run.
+                    cwd=str(launch.log_path.parent),
                     start_new_session=True,
                 )
             except OSError as exc:

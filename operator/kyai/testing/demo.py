@@ -1,4 +1,4 @@
-"""``make demo``: a whole KYAI run on this machine, against the bundled LLM double.
+"""``make demo-cli``: a whole KYAI run on this machine, against the bundled LLM double.
 
 Starts the OpenAI-compatible double with a scripted candidate (``demo-candidate``: mostly
 right, one wrong answer, one answer with a ``<think>`` block) and a scripted judge
