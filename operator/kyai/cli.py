@@ -18,6 +18,7 @@ from kyai._exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 #: Modules that contribute sub-commands, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "kyai.evaluation.cli",
+    "kyai.lmeval.cli",
     "kyai.manager",
     "kyai.devcluster.cli",
 )
