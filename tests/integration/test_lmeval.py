@@ -186,9 +186,7 @@ def test_missing_metric_key_reads_minus_one_with_an_error_log(
     assert resolve_metric(results, "no_such_task", ["acc,none"]) == {"acc,none": -1}
 
 
-def test_ifeval_metrics_match_the_hand_worked_values(
-    double: LLMDouble, tmp_path: Path
-) -> None:
+def test_ifeval_metrics_match_the_hand_worked_values(double: LLMDouble, tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "ifeval.jsonl", IFEVAL_ROWS)
     task = derive_local_task("leaderboard_ifeval", {"train": data}, tmp_path / "tasks")
     path = run_lm_eval(
@@ -254,7 +252,9 @@ def test_kyai_lm_eval_cli_gates_and_writes_summary(double: LLMDouble, tmp_path: 
             "--quiet", *[a for t in thresholds for a in ("--threshold", t)],
         ]  # fmt: skip
         done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-        summary = json.loads((out / "summary.json").read_text()) if done.returncode in (0, 4) else {}
+        summary = (
+            json.loads((out / "summary.json").read_text()) if done.returncode in (0, 4) else {}
+        )
         assert done.returncode in (0, 4), done.stderr[-2000:]
         return done.returncode, summary
 

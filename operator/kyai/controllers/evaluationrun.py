@@ -123,6 +123,11 @@ class RunReconciler:
         except ValidationError as exc:
             await self.fail(c.INVALID_SPEC, c.validation_message(exc))
             return
+        if spec.lm_eval is not None:  # lm-evaluation-harness tasks: their own branch
+            from kyai.controllers._lmeval import reconcile_lmeval
+
+            await reconcile_lmeval(self, spec)
+            return
         if accepted is None:
             await self._start(spec)
             current = self.current()

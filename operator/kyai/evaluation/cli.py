@@ -531,8 +531,10 @@ async def _phases(
 
 
 def _declared_preprocess(path: Path) -> str | None:
-    """The preprocess source's sha256 a ``--grader`` file declares, or None (read errors
-    are left to the grader's own loading, which names them)."""
+    """The preprocess source's sha256 a ``--grader`` file declares, or None.
+
+    Read errors are left to the grader's own loading, which names them.
+    """
     from kyai.graders import GraderDeclarationError, PythonGrader
 
     try:
@@ -551,7 +553,11 @@ def _grader_preprocess(args: argparse.Namespace) -> Path | None:
     to the rows before asking the candidate, as ``--preprocess`` would. Two grader files
     declaring one each is refused: the rows can be prepared only one way.
     """
-    declaring = [path for path in getattr(args, "grader", None) or [] if _declared_preprocess(path) is not None]
+    declaring = [
+        path
+        for path in getattr(args, "grader", None) or []
+        if _declared_preprocess(path) is not None
+    ]
     if len(declaring) > 1:
         names = ", ".join(str(path) for path in declaring)
         raise UsageError(

@@ -124,7 +124,5 @@ def gate(metrics: Mapping[str, float], thresholds: Mapping[str, float]) -> list[
         elif value >= threshold:
             verdicts.append(Verdict(key, threshold, value, True, f"{value:.4f} >= {threshold}"))
         else:
-            verdicts.append(
-                Verdict(key, threshold, value, False, f"{value:.4f} < {threshold}")
-            )
+            verdicts.append(Verdict(key, threshold, value, False, f"{value:.4f} < {threshold}"))
     return verdicts

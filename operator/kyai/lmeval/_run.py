@@ -57,7 +57,7 @@ def build_model_args(
     max_concurrent: int = 1,
     max_length: int | None = None,
     max_retries: int | None = None,
-    timeout_s: int | None = None,
+    request_timeout_s: int | None = None,
 ) -> str:
     """The ``--model_args`` string of lm-eval's local(-chat)-completions models."""
     if "," in model or "=" in model:
@@ -73,8 +73,8 @@ def build_model_args(
         parts.append(f"max_length={max_length}")
     if max_retries is not None:
         parts.append(f"max_retries={max_retries}")
-    if timeout_s is not None:
-        parts.append(f"timeout={timeout_s}")
+    if request_timeout_s is not None:
+        parts.append(f"timeout={request_timeout_s}")
     return ",".join(parts)
 
 
@@ -93,7 +93,7 @@ def build_argv(
     max_concurrent: int = 1,
     max_length: int | None = None,
     max_retries: int | None = None,
-    timeout_s: int | None = None,
+    request_timeout_s: int | None = None,
     include_path: str | Path | None = None,
     log_samples: bool = False,
     extra_args: Sequence[str] = (),
@@ -115,7 +115,8 @@ def build_argv(
         "--model_args",
         build_model_args(
             base_url, model, use_chat=use_chat, max_concurrent=max_concurrent,
-            max_length=max_length, max_retries=max_retries, timeout_s=timeout_s,
+            max_length=max_length, max_retries=max_retries,
+            request_timeout_s=request_timeout_s,
         ),
         "--tasks", task,
         "--output_path", str(results_dir),
@@ -178,7 +179,7 @@ def run_lm_eval(
     api_key: str | None = None,
     env: Mapping[str, str] | None = None,
     echo: bool = True,
-    timeout_s: float | None = None,
+    process_timeout_s: float | None = None,
     **options: object,
 ) -> Path:
     """Run ``lm_eval`` for ``task`` against the server; return the newest results file.
@@ -226,7 +227,7 @@ def run_lm_eval(
                     sys.stdout.write(line)
                 tail.append(line)
                 del tail[:-40]
-            code = proc.wait(timeout=timeout_s)
+            code = proc.wait(timeout=process_timeout_s)
         except BaseException:
             proc.kill()
             proc.wait()

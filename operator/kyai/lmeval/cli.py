@@ -84,6 +84,35 @@ def parse_data_files(items: Sequence[str], tasks: Sequence[str]) -> dict[str, di
     return out
 
 
+_TASK_OPTIONS = ("limit", "num_fewshot", "gen_kwargs")
+
+
+def parse_task_options(items: Sequence[str], tasks: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``--task-option TASK:KEY=VALUE`` values as ``{task: {key: value}}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        task, sep, rest = item.partition(":")
+        key, eq, value = rest.partition("=")
+        if not sep or not eq or not task or not value:
+            raise UsageError(f"--task-option {item!r}: expected TASK:KEY=VALUE")
+        if task not in tasks:
+            raise UsageError(f"--task-option {item!r}: task {task!r} is not among --task")
+        if key not in _TASK_OPTIONS:
+            raise UsageError(f"--task-option {item!r}: KEY is one of {', '.join(_TASK_OPTIONS)}")
+        parsed: Any = value
+        if key != "gen_kwargs":
+            try:
+                parsed = int(value)
+            except ValueError:
+                raise UsageError(
+                    f"--task-option {item!r}: {value!r} is not a whole number"
+                ) from None
+            if parsed < (1 if key == "limit" else 0):
+                raise UsageError(f"--task-option {item!r}: {parsed} is too small")
+        out.setdefault(task, {})[key] = parsed
+    return out
+
+
 def register(subparsers: Any) -> None:
     """Add ``kyai lm-eval``."""
     parser = subparsers.add_parser(
@@ -115,7 +144,17 @@ def register(subparsers: Any) -> None:
         metavar="[TASK/]METRIC,FILTER=VALUE",
         help="the lowest acceptable value of a metric (repeatable); exit 4 below it",
     )
+    parser.add_argument(
+        "--task-option",
+        action="append",
+        default=[],
+        metavar="TASK:KEY=VALUE",
+        help="a per-task limit, num_fewshot or gen_kwargs (repeatable; wins over the flags)",
+    )
     parser.add_argument("--concurrency", type=int, default=1, help="requests in flight")
+    parser.add_argument(
+        "--request-timeout", type=int, default=None, help="seconds one request may take"
+    )
     parser.add_argument(
         "--completions",
         action="store_true",
@@ -159,6 +198,7 @@ def _run(args: argparse.Namespace) -> int:
     tasks: list[str] = list(dict.fromkeys(args.task))
     thresholds = parse_thresholds(args.threshold, tasks)
     data_files = parse_data_files(args.data_file, tasks)
+    task_options = parse_task_options(args.task_option, tasks)
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
@@ -175,6 +215,8 @@ def _run(args: argparse.Namespace) -> int:
     task_info: dict[str, Any] = {}
     lm_eval_version = None
     for task in tasks:
+        options = task_options.get(task, {})
+        num_fewshot = options.get("num_fewshot", args.num_fewshot)
         run_name, include_path = task, None
         if task in data_files:
             try:
@@ -182,7 +224,7 @@ def _run(args: argparse.Namespace) -> int:
                     task,
                     data_files[task],
                     output / "tasks",
-                    num_fewshot=args.num_fewshot,
+                    num_fewshot=num_fewshot,
                 )
             except TaskError as exc:
                 raise UsageError(str(exc)) from None
@@ -196,10 +238,11 @@ def _run(args: argparse.Namespace) -> int:
             echo=not args.quiet,
             use_chat=not args.completions,
             fewshot_as_multiturn=args.fewshot_as_multiturn,
-            num_fewshot=args.num_fewshot,
-            gen_kwargs=args.gen_kwargs,
-            limit=args.limit,
+            num_fewshot=num_fewshot,
+            gen_kwargs=options.get("gen_kwargs", args.gen_kwargs),
+            limit=options.get("limit", args.limit),
             max_concurrent=args.concurrency,
+            request_timeout_s=args.request_timeout,
             include_path=include_path,
             env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"} if include_path else None,
         )
