@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from kyai.api._base import (
     ConfigMapKeyReference,
@@ -133,9 +134,7 @@ class GenerationFrom(KyaiModel):
 MAX_METRICS = 64
 
 #: A metric's key: "<task or judge>/<metric>[,<filter>]" (lm-eval's "<metric>,<filter>").
-MetricKey = Annotated[
-    str, Field(pattern=r"^[A-Za-z0-9_.:-]+/[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)?$", max_length=200)
-]
+_METRIC_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,100}/[A-Za-z0-9_.:-]{1,100}(,[A-Za-z0-9_.:-]{1,100})?")
 
 
 class LmEvalPersistentVolumeFile(KyaiModel):
@@ -224,10 +223,23 @@ class Thresholds(KyaiModel):
     """The lowest acceptable avgScore."""
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
     """The highest acceptable share of rows that errored."""
-    metrics: dict[MetricKey, float] | None = Field(default=None, max_length=MAX_METRICS)
+    metrics: dict[str, float] | None = Field(
+        default=None, max_length=MAX_METRICS, json_schema_extra={"maxProperties": MAX_METRICS}
+    )
     """The lowest acceptable value of any metric in status.metrics, by its key
     ("gsm8k/exact_match,flexible-extract", "ifeval/prompt_level_strict_acc"); a gated metric
     that is missing fails the gate (and reads -1 in status.metrics)."""
+
+    @field_validator("metrics")
+    @classmethod
+    def _metric_keys(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key in value or {}:
+            if not _METRIC_KEY.fullmatch(key):
+                raise ValueError(
+                    f"thresholds.metrics: {key!r} is not '<task or judge>/<metric>[,<filter>]' "
+                    "(letters, digits, _ . : -)"
+                )
+        return value
 
 
 class Storage(KyaiModel):
@@ -418,7 +430,9 @@ class EvaluationRunStatus(StatusBase):
     plan: PreservedObject | None = None
     """What the operator resolved when the run started (endpoints, models, Secret names,
     worker arguments): the run goes on with it whatever changes afterwards."""
-    metrics: dict[str, float] | None = Field(default=None, max_length=MAX_METRICS)
+    metrics: dict[str, float] | None = Field(
+        default=None, max_length=MAX_METRICS, json_schema_extra={"maxProperties": MAX_METRICS}
+    )
     """Named run-level metrics ("<task or judge>/<metric>[,<filter>]"): lm-eval's, the
     built-in graders' and the Python graders' (at most 64; -1 for a gated metric missing)."""
     agreement: Annotated[

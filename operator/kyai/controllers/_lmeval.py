@@ -52,6 +52,16 @@ def metric_gate(
     return (c.PASSED, True, c.THRESHOLDS_MET, "every threshold is met"), {}
 
 
+def combine_passed(first: Change | None, second: Change | None) -> Change | None:
+    """One Passed condition from two gates: False when either fails (both messages)."""
+    if first is None or second is None:
+        return first or second
+    if first[1] and second[1]:
+        return first
+    misses = "; ".join(change[3] for change in (first, second) if not change[1])
+    return (c.PASSED, False, c.THRESHOLDS_MISSED, misses)
+
+
 async def _start(r: RunReconciler, spec: EvaluationRunSpec) -> None:
     assert spec.lm_eval is not None and spec.workload_ref is not None
     svc, namespace, name = r.svc, r.namespace, r.name

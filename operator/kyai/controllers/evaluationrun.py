@@ -277,16 +277,22 @@ class RunReconciler:
             (c.PROGRESSING, False, c.SUCCEEDED, message),
         ]
         passed = threshold_condition(spec.thresholds, score, error_count, questions)
+        # thresholds.metrics gates any entry of status.metrics (issue 13).
+        from kyai.controllers._lmeval import combine_passed, metric_gate
+
+        gated, missing = metric_gate(spec.thresholds, status.metrics or {})
+        passed = combine_passed(passed, gated)
         if passed is not None:
             changes.append(passed)
-        await self.writer.patch(
-            EvaluationRunStatus(
-                phase="Succeeded",
-                message=message,
-                completed_at=c.now(),
-                conditions=self.writer.conditions(*changes),
-            )
+        update = EvaluationRunStatus(
+            phase="Succeeded",
+            message=message,
+            completed_at=c.now(),
+            conditions=self.writer.conditions(*changes),
         )
+        if missing:
+            update.metrics = {**(status.metrics or {}), **missing}
+        await self.writer.patch(update)
         self.writer.event("Normal", c.SUCCEEDED, message)
 
 
