@@ -195,8 +195,10 @@ class RunReconciler:
         if plan.judges.graders or plan.judges.builtin:
             ports = build.endpoint_ports(plan.judges)
             await kube.create(build.judge_network_policy(self.run, ports))
-        if plan.judges.graders:
-            await kube.create(build.graders_config_map(self.run, plan.judges.graders))
+        if plan.judges.graders or plan.preprocess:
+            await kube.create(
+                build.graders_config_map(self.run, plan.judges.graders, plan.preprocess)
+            )
 
     async def _copy_judge_secret(self, judge: LLMJudgePlan) -> None:
         source, secret = judge.copy_secret_from, judge.secret
@@ -252,6 +254,8 @@ class RunReconciler:
             generations_path=plan.generations_path,
             generation=spec.generation,
         )
+        if spec.embedding_model:  # model_backed graders' ctx.embeddings_create(model="auto")
+            args += ["--embedding-model", spec.embedding_model]
         job = build.judge_job(self.name, plan.judges, args)
         if await self._job_outcome(job, spec, plan, c.JUDGING_FAILED, "judge"):
             await self._complete(spec)
