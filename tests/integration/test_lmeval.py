@@ -282,3 +282,16 @@ def test_kyai_lm_eval_cli_gates_and_writes_summary(double: LLMDouble, tmp_path: 
     assert len(info["config_sha256"]) == 64
     code, summary = cli("exact_match,flexible-extract=0.75")
     assert code == 0 and summary["passed"] is True
+
+
+def test_task_lookup_without_importing_lm_eval_agrees_with_lm_eval() -> None:
+    from kyai.lmeval._tasks import find_task_yaml, probe_task
+
+    for task in ("gsm8k", "leaderboard_ifeval"):
+        fast = find_task_yaml(task)
+        assert fast is not None
+        assert probe_task(task, python=[sys.executable]) == fast
+    # A group is not a single task: the fast path declines and lm-eval says why.
+    assert find_task_yaml("mmlu_pro") is None
+    with pytest.raises(Exception, match="not a single task|no such task"):
+        probe_task("mmlu_pro")

@@ -10,12 +10,15 @@ one name); :func:`derive_local_task` returns that name.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -60,8 +63,79 @@ class LocalTask:
     base: str
 
 
+class _TaglessLoader(yaml.SafeLoader):
+    """Reads lm-eval task YAML without running its ``!function`` tags (they read as None)."""
+
+
+_TaglessLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+_SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
+
+
+def _read_yaml(path: Path) -> dict[str, Any] | None:
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_TaglessLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _resolved(path: Path, depth: int = 0) -> dict[str, Any] | None:
+    """A task YAML with its ``include`` chain merged (the including file wins)."""
+    data = _read_yaml(path)
+    if data is None or depth > 8:
+        return None
+    merged: dict[str, Any] = {}
+    includes = data.get("include")
+    for include in includes if isinstance(includes, list) else [includes] if includes else []:
+        parent = _resolved(
+            (path.parent / str(include)) if not Path(str(include)).is_absolute() else Path(include),
+            depth + 1,
+        )
+        if parent is None:
+            return None
+        merged.update(parent)
+    merged.update({key: value for key, value in data.items() if key != "include"})
+    return merged
+
+
+def find_task_yaml(task: str) -> dict[str, object] | None:
+    """The built-in task's YAML path and splits, read from lm-eval's files.
+
+    No import of lm-eval (which takes seconds); None when unsure, and then
+    :func:`probe_task` asks lm-eval itself.
+    """
+    spec = importlib.util.find_spec("lm_eval")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations))) / "tasks"
+    pattern = re.compile(rf"^task:\s*['\"]?{re.escape(task)}['\"]?\s*$", re.MULTILINE)
+    found = []
+    for path in root.rglob("*.yaml"):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if pattern.search(text):
+            found.append(path)
+    if len(found) != 1:
+        return None
+    config = _resolved(found[0])
+    if config is None or config.get("task") != task or "class" in config:
+        return None
+    return {
+        "yaml_path": str(found[0]),
+        "splits": {key: config.get(key) for key in _SPLIT_KEYS},
+        "num_fewshot": config.get("num_fewshot"),
+    }
+
+
 def probe_task(task: str, *, python: Sequence[str] | None = None) -> dict[str, object]:
     """What lm-eval knows of a built-in task (its YAML path and splits)."""
+    if python is None:
+        found = find_task_yaml(task)
+        if found is not None:
+            return found
     command = [*(python or (sys.executable,)), "-c", _PROBE, task]
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
     if done.returncode != 0:
