@@ -37,7 +37,7 @@ if importlib.util.find_spec("lm_eval") is None:
 
 # Each lm_eval run starts a fresh interpreter that imports datasets/pandas: ~20 s, more on a
 # loaded machine.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 MODEL = "cand"
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 
