@@ -19,6 +19,7 @@ from kyai._exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_codes_ep
 #: Modules that contribute sub-commands, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "kyai.evaluation.cli",
+    "kyai.lmeval.cli",
     "kyai.manager",
     "kyai.devcluster.cli",
     "kyai.leaderboard",

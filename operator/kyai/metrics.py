@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -60,6 +60,8 @@ class RunView:
     questions: int | None
     errors: Mapping[str, int]
     duration_seconds: float | None
+    #: status.metrics of a succeeded run (kyai_evaluation_metric).
+    metrics: Mapping[str, float] = field(default_factory=dict)
 
 
 def _parse_time(value: str | None) -> datetime | None:
@@ -106,7 +108,32 @@ def run_view(body: Mapping[str, Any]) -> RunView:
         questions=status.questions,
         errors=dict(status.errors or {}),
         duration_seconds=(completed - started).total_seconds() if started and completed else None,
+        metrics=dict(status.metrics or {}) if succeeded else {},
     )
+
+
+# -- kyai_evaluation_metric: status.metrics (issue 13) ----------------------------------------
+
+
+def split_metric_key(key: str) -> tuple[str, str, str]:
+    """``"task/metric,filter"`` → (task, metric, filter); ``none`` when no filter is given."""
+    task, _, rest = key.partition("/")
+    metric, _, filt = rest.partition(",")
+    return task, metric, filt or "none"
+
+
+def metric_family(runs: list[RunView]) -> GaugeMetricFamily:
+    """One series per run and status.metrics entry (at most 64 per run: bounded)."""
+    family = GaugeMetricFamily(
+        "kyai_evaluation_metric",
+        "A named run-level metric of a succeeded run (lm-eval task metrics, graders' run "
+        "metrics; -1 for a gated metric that is missing).",
+        labels=(*RUN_LABELS, "task", "metric", "filter"),
+    )
+    for run in runs:
+        for key, value in sorted(run.metrics.items()):
+            family.add_metric((*run.labels, *split_metric_key(key)), float(value))
+    return family
 
 
 class RunMetrics(Collector):
@@ -225,6 +252,7 @@ class RunMetrics(Collector):
         for (namespace, phase), count in sorted(counts.items()):
             phases.add_metric((namespace, phase), float(count))
         yield from (build, score, latency_seconds, latency, questions, errors, duration, phases)
+        yield metric_family(runs)
 
     def serve(self, port: int, *, address: str = "0.0.0.0") -> None:
         """Serve /metrics on ``port`` from a background thread.

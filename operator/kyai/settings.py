@@ -41,6 +41,9 @@ class OperatorSettings(BaseModel):
     """Image of the generation and judge Jobs (this project's image)."""
     worker_image_pull_policy: str = "IfNotPresent"
     """Pull policy of the worker image."""
+    lm_eval_worker_image: str | None = None
+    """Image of the lm-eval Jobs (spec.lmEval): the project's image with the lm-eval extra
+    (Containerfile.lm-eval); default: worker_image, which then must have lm-eval installed."""
     engine_images: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ENGINE_IMAGES))
     """Default image per framework (every registered engine; ``<framework>_image`` keys, as
     the environment's ``KYAI_<FRAMEWORK>_IMAGE``, override one)."""

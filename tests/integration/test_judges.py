@@ -179,3 +179,79 @@ def test_preprocessor_runs_before_generation(double: LLMDouble, tmp_path: Path) 
     ]) == 0  # fmt: skip
     manifest = json.loads((plain / "run.json").read_text())
     assert manifest["dataset"]["sha256"] != summary["dataset_sha256"]
+
+
+# -- a grader file's own preprocess runs, or is refused clearly (seed 001, issue 13) ----------
+
+GRADER_WITH_PREPROCESS = {
+    "grader": {
+        "type": "python",
+        "source": "def grade(sample, item):\n    return 1.0\n",
+        "preprocess": {
+            "type": "python",
+            "source": (
+                "def transform_batch(rows):\n"
+                "    return [r for r in rows if 'SKIP' not in r['instruction']]\n"
+            ),
+            "contract": "batch",
+        },
+    }
+}
+
+
+def test_a_grader_files_preprocess_runs_in_kyai_run(double: LLMDouble, tmp_path: Path) -> None:
+    rows = tmp_path / "d.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps({"instruction": text, "ground_truth_response": "2"}) + "\n"
+            for text in ["What is $1+1$?", "SKIP this one", "What is $3-1$?"]
+        )
+    )
+    grader = write(tmp_path, "g.json", GRADER_WITH_PREPROCESS)
+    out = tmp_path / "out"
+    status = main([
+        "run", "--endpoint", double.url, "--model", "cand", "--dataset", str(rows),
+        "--generation-prompt", "g", "--grader", str(grader), "--output", str(out), "--quiet",
+    ])  # fmt: skip
+    assert status == 0
+    sent = sorted(r.messages[-1]["content"] for r in double.requests_for("cand"))
+    assert sent == ["What is $1+1$?", "What is $3-1$?"]
+    assert json.loads((out / "summary.json").read_text())["count"] == 2
+
+
+def test_kyai_judge_refuses_a_preprocess_that_did_not_prepare_the_answers(
+    double: LLMDouble, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "d.jsonl"
+    rows.write_text(json.dumps({"instruction": "What is $1+1$?", "ground_truth_response": "2"}))
+    grader = write(tmp_path, "g.json", GRADER_WITH_PREPROCESS)
+    plain, prepared = tmp_path / "plain", tmp_path / "prepared"
+    common = ["--endpoint", double.url, "--model", "cand", "--dataset", str(rows),
+              "--generation-prompt", "g", "--quiet"]  # fmt: skip
+    assert main(["generate", *common, "--output", str(plain)]) == 0
+    status = main(["judge", "--generations", str(plain), "--grader", str(grader),
+                   "--output", str(tmp_path / "j1"), "--quiet"])  # fmt: skip
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "declares a preprocess" in err and "--preprocess" in err
+    # Generated from rows the same preprocess prepared: judging goes ahead.
+    assert main(["generate", *common, "--preprocess", str(grader), "--output", str(prepared)]) == 0
+    assert main(["judge", "--generations", str(prepared), "--grader", str(grader),
+                 "--output", str(tmp_path / "j2"), "--quiet"]) == 0  # fmt: skip
+
+
+def test_two_grader_files_declaring_a_preprocess_are_refused(
+    double: LLMDouble, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "d.jsonl"
+    rows.write_text(json.dumps({"instruction": "What is $1+1$?", "ground_truth_response": "2"}))
+    first = write(tmp_path, "a.json", GRADER_WITH_PREPROCESS)
+    second = write(tmp_path, "b.json", GRADER_WITH_PREPROCESS)
+    status = main([
+        "run", "--endpoint", double.url, "--model", "cand", "--dataset", str(rows),
+        "--generation-prompt", "g", "--grader", str(first), "--grader", str(second),
+        "--output", str(tmp_path / "o"), "--quiet",
+    ])  # fmt: skip
+    assert status == 2
+    assert "each declare a preprocess" in capsys.readouterr().err
+    assert not double.requests_for("cand")

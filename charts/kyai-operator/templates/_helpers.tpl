@@ -82,6 +82,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- else if $enabled }}true{{ end }}
 {{- end }}
 
+{{- define "kyai-operator.lmEvalWorkerImage" -}}
+{{- $repository := default (default .Values.image.repository .Values.workerImage.repository) .Values.lmEvalWorkerImage.repository }}
+{{- $workerTag := default (default .Chart.AppVersion .Values.image.tag) .Values.workerImage.tag }}
+{{- $tag := default (printf "%s-lm-eval" $workerTag) .Values.lmEvalWorkerImage.tag }}
+{{- printf "%s:%s" $repository $tag }}
+{{- end }}
+
 {{/* RBAC: the rules the operator needs, shared by the ClusterRole and the per-namespace Roles.
      Keep in sync with config/rbac/role.yaml (a test compares them). */}}
 

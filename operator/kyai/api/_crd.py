@@ -31,6 +31,7 @@ _KEPT = (
     "pattern",
     "minItems",
     "maxItems",
+    "maxProperties",
     "format",
     "nullable",
 )

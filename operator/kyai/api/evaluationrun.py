@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from kyai.api._base import (
     ConfigMapKeyReference,
@@ -127,6 +128,94 @@ class GenerationFrom(KyaiModel):
     """The EvaluationRun whose generations are judged again."""
 
 
+# -- lm-evaluation-harness runs and metric gates (issue 13) ---------------------------------
+
+#: status.metrics and thresholds.metrics hold at most this many entries (object size).
+MAX_METRICS = 64
+
+#: A metric's key: "<task or judge>/<metric>[,<filter>]" (lm-eval's "<metric>,<filter>").
+_METRIC_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,100}/[A-Za-z0-9_.:-]{1,100}(,[A-Za-z0-9_.:-]{1,100})?")
+
+
+class LmEvalPersistentVolumeFile(KyaiModel):
+    """A file on a PersistentVolumeClaim of the run's namespace."""
+
+    claim_name: Name
+    """The claim."""
+    path: Annotated[str, Field(min_length=1, pattern=r"^[^/].*$")]
+    """The file's path inside the claim (relative)."""
+
+
+class LmEvalDataFile(KyaiModel):
+    """One split of a task's documents, in the task's native format (JSON lines)."""
+
+    split: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=63)]
+    """The split the task reads (gsm8k: test, and train for few-shot examples)."""
+    config_map_ref: ConfigMapKeyReference | None = None
+    """A ConfigMap key holding the file."""
+    persistent_volume_claim: LmEvalPersistentVolumeFile | None = None
+    """A file on a PVC (large sets)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LmEvalDataFile:
+        if (self.config_map_ref is None) == (self.persistent_volume_claim is None):
+            raise ValueError("a data file needs exactly one of configMapRef, persistentVolumeClaim")
+        return self
+
+
+class LmEvalTask(KyaiModel):
+    """One lm-evaluation-harness task."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=100)]
+    """The lm-eval task (gsm8k, gsm8k_cot, leaderboard_ifeval, ...)."""
+    limit: int | None = Field(default=None, ge=1)
+    """At most this many documents."""
+    num_fewshot: int | None = Field(default=None, ge=0, le=64)
+    """Few-shot examples per prompt (default: the task's)."""
+    gen_kwargs: str | None = Field(default=None, max_length=1000)
+    """lm-eval's --gen_kwargs (k=v,k=v)."""
+    data_files: list[LmEvalDataFile] | None = Field(default=None, max_length=8)
+    """Run offline on these files (the task's native format) instead of downloading."""
+
+
+class LmEvalSpec(KyaiModel):
+    """Run lm-evaluation-harness tasks against the Workload (instead of a Snapshot)."""
+
+    tasks: list[LmEvalTask] = Field(min_length=1, max_length=16)
+    """The tasks, run one after the other."""
+    chat: bool = True
+    """Use the chat endpoint (local-chat-completions, with the chat template); false:
+    /v1/completions."""
+    fewshot_as_multiturn: bool = False
+    """Few-shot examples as a multi-turn chat."""
+
+    @model_validator(mode="after")
+    def _unique(self) -> LmEvalSpec:
+        names = [task.name for task in self.tasks]
+        if len(set(names)) != len(names):
+            raise ValueError("spec.lmEval.tasks: each task at most once")
+        return self
+
+
+class PreprocessorSpec(KyaiModel):
+    """A Python preprocessor run on the snapshot's rows before generation (seed 001)."""
+
+    contract: Literal["sample", "batch"] = "sample"
+    """sample: transform(row); batch: transform_batch(rows)."""
+    source: str | None = None
+    """Inline Python source."""
+    config_map_ref: ConfigMapKeyReference | None = None
+    """A ConfigMap key holding the Python file (instead of source)."""
+    timeout_seconds: int = Field(default=120, ge=1, le=600)
+    """Sandbox time limit for the whole preprocessing."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PreprocessorSpec:
+        if (self.source is None) == (self.config_map_ref is None):
+            raise ValueError("a preprocessor needs exactly one of source, configMapRef")
+        return self
+
+
 class Thresholds(KyaiModel):
     """Gates reported in the Passed condition."""
 
@@ -134,6 +223,23 @@ class Thresholds(KyaiModel):
     """The lowest acceptable avgScore."""
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
     """The highest acceptable share of rows that errored."""
+    metrics: dict[str, float] | None = Field(
+        default=None, max_length=MAX_METRICS, json_schema_extra={"maxProperties": MAX_METRICS}
+    )
+    """The lowest acceptable value of any metric in status.metrics, by its key
+    ("gsm8k/exact_match,flexible-extract", "ifeval/prompt_level_strict_acc"); a gated metric
+    that is missing fails the gate (and reads -1 in status.metrics)."""
+
+    @field_validator("metrics")
+    @classmethod
+    def _metric_keys(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key in value or {}:
+            if not _METRIC_KEY.fullmatch(key):
+                raise ValueError(
+                    f"thresholds.metrics: {key!r} is not '<task or judge>/<metric>[,<filter>]' "
+                    "(letters, digits, _ . : -)"
+                )
+        return value
 
 
 class Storage(KyaiModel):
@@ -178,9 +284,33 @@ class EvaluationRunSpec(KyaiModel):
     """Where raw outputs live."""
     jobs: JobSettings = Field(default_factory=JobSettings)
     """Job settings."""
+    lm_eval: LmEvalSpec | None = None
+    """Run lm-evaluation-harness tasks against the Workload instead of a Snapshot and judges
+    (their metrics go to status.metrics; gate them with thresholds.metrics)."""
+    preprocessors: list[PreprocessorSpec] | None = Field(default=None, max_length=1)
+    """A Python preprocessor applied to the snapshot's rows before generation."""
+    embedding_model: str | None = Field(default=None, min_length=1, max_length=253)
+    """The embedding model of model_backed graders (ctx.embeddings_create with model auto)."""
 
     @model_validator(mode="after")
     def _refs(self) -> EvaluationRunSpec:
+        if self.lm_eval is not None:
+            clash = [
+                field
+                for field, value in (
+                    ("spec.snapshotRef", self.snapshot_ref),
+                    ("spec.judge", self.judge),
+                    ("spec.judges", self.judges),
+                    ("spec.generationFrom", self.generation_from),
+                    ("spec.preprocessors", self.preprocessors),
+                )
+                if value
+            ]
+            if clash:
+                raise ValueError(f"spec.lmEval excludes {', '.join(clash)}")
+            if self.workload_ref is None:
+                raise ValueError("spec.lmEval needs spec.workloadRef (the server it asks)")
+            return self
         if self.generation_from is None:
             missing = [
                 field
@@ -300,6 +430,11 @@ class EvaluationRunStatus(StatusBase):
     plan: PreservedObject | None = None
     """What the operator resolved when the run started (endpoints, models, Secret names,
     worker arguments): the run goes on with it whatever changes afterwards."""
+    metrics: dict[str, float] | None = Field(
+        default=None, max_length=MAX_METRICS, json_schema_extra={"maxProperties": MAX_METRICS}
+    )
+    """Named run-level metrics ("<task or judge>/<metric>[,<filter>]"): lm-eval's, the
+    built-in graders' and the Python graders' (at most 64; -1 for a gated metric missing)."""
     agreement: Annotated[
         dict[str, Any] | None,
         Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),

@@ -24,7 +24,12 @@ from kyai.builders._common import (
     worker_security_context,
 )
 from kyai.builders.plan import JudgesPlan, Plan, SecretEnv
-from kyai.builders.worker_args import GRADERS_MOUNT, RESULTS_MOUNT, SNAPSHOT_MOUNT
+from kyai.builders.worker_args import (
+    GRADERS_MOUNT,
+    PREPROCESS_KEY,
+    RESULTS_MOUNT,
+    SNAPSHOT_MOUNT,
+)
 from kyai.constants import (
     GROUP,
     KINDS,
@@ -154,18 +159,26 @@ def worker_rbac(owner: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def graders_config_map(
-    owner: Mapping[str, Any], graders: Mapping[str, Mapping[str, Any]]
+    owner: Mapping[str, Any],
+    graders: Mapping[str, Mapping[str, Any]],
+    preprocess: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ConfigMap the judge Job mounts: one ``<judge>.json`` declaration per Python grader."""
+    """The ConfigMap of the Python declarations: one ``<judge>.json`` per Python grader.
+
+    The judge Job mounts it; so does the generation Job for spec.preprocessors' declaration
+    (key ``PREPROCESS_KEY``).
+    """
     run = owner["metadata"]["name"]
+    data = {
+        f"{name}.json": json.dumps(declaration, indent=2) for name, declaration in graders.items()
+    }
+    if preprocess is not None:
+        data[PREPROCESS_KEY] = json.dumps(preprocess, indent=2)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(owner, graders_config_map_name(run), "judge"),
-        "data": {
-            f"{name}.json": json.dumps(declaration, indent=2)
-            for name, declaration in graders.items()
-        },
+        "data": data,
     }
 
 
@@ -292,6 +305,12 @@ def generation_job(run: str, plan: Plan) -> WorkerJob:
         secrets=[plan.candidate_secret] if plan.candidate_secret else [],
         snapshot_config_map=plan.snapshot_config_map,
         snapshot_claim=plan.snapshot_claim,
+        extra_volumes=[{"name": "graders", "configMap": {"name": graders_config_map_name(run)}}]
+        if plan.preprocess
+        else (),
+        extra_mounts=[{"name": "graders", "mountPath": GRADERS_MOUNT, "readOnly": True}]
+        if plan.preprocess
+        else (),
     )
 
 

@@ -125,6 +125,9 @@ class Plan(KyaiModel):
     """The judges."""
     generations_path: str
     """Where the judge reads the stored answers."""
+    preprocess: dict[str, Any] | None = None
+    """The spec's preprocessor declaration (``{"preprocess": {...}}``): the generation pod
+    reads it from the graders ConfigMap (``PREPROCESS_KEY``) and runs it on the rows."""
 
     def to_status(self) -> dict[str, Any]:
         """The ``status.plan`` object."""

@@ -14,6 +14,10 @@ SNAPSHOT_MOUNT = "/etc/kyai/snapshot"
 RESULTS_MOUNT = "/results"
 GRADERS_MOUNT = "/etc/kyai/graders"
 
+#: The graders ConfigMap's key holding spec.preprocessors' declaration (judge names cannot
+#: start with "_", so it never meets a grader's key).
+PREPROCESS_KEY = "_preprocess.json"
+
 #: Environment variables the workers read secrets from (named by --api-key-env flags).
 CANDIDATE_KEY_ENV = "KYAI_CANDIDATE_API_KEY"
 JUDGE_KEY_ENV = "KYAI_JUDGE_API_KEY"
@@ -42,6 +46,7 @@ def generation_args(
     generation: GenerationSettings,
     api_key: bool,
     context_window: int | None,
+    preprocess: bool = False,
 ) -> list[str]:
     """``kyai generate`` over the mounted snapshot, answers into the run's results folder."""
     args = [
@@ -56,6 +61,8 @@ def generation_args(
         args += ["--api-key-env", CANDIDATE_KEY_ENV]
     if context_window:  # the server's own figure still wins in the worker
         args += ["--context-window", str(context_window)]
+    if preprocess:
+        args += ["--preprocess", f"{GRADERS_MOUNT}/{PREPROCESS_KEY}"]
     return args
 
 

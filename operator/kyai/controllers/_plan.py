@@ -109,6 +109,43 @@ async def grader_declaration(
     return declaration
 
 
+async def preprocess_declaration(
+    svc: Services, namespace: str, spec: EvaluationRunSpec
+) -> dict[str, Any] | None:
+    """The seed's declaration of ``spec.preprocessors[0]``; None without a preprocessor.
+
+    Its source is read from a ConfigMap if need be, and checked as the worker will load it.
+    """
+    from kyai.graders import GraderDeclarationError, PythonPreprocessor
+
+    if not spec.preprocessors:
+        return None
+    pre = spec.preprocessors[0]
+    source = pre.source
+    if pre.config_map_ref is not None:
+        ref = pre.config_map_ref
+        config_map = await svc.kube.get("ConfigMap", namespace, ref.name)
+        if config_map is None or ref.key not in (config_map.get("data") or {}):
+            raise Waiting(
+                c.SOURCE_UNAVAILABLE,
+                f"the preprocessor source (ConfigMap {ref.name}, key {ref.key}) does not exist",
+            )
+        source = str(config_map["data"][ref.key])
+    declaration = {
+        "preprocess": {
+            "type": "python",
+            "contract": pre.contract,
+            "source": source,
+            "timeout_seconds": pre.timeout_seconds,
+        }
+    }
+    try:
+        PythonPreprocessor.from_declaration(declaration)
+    except GraderDeclarationError as exc:
+        raise Invalid(c.INVALID_SPEC, f"spec.preprocessors[0]: {exc}") from exc
+    return declaration
+
+
 def _check_builtin(dataset: str | None, builtin_dataset: bool) -> None:
     from kyai.graders import GraderUnavailableError, builtin_grader
 
@@ -329,14 +366,16 @@ async def _generate(svc: Services, run: Mapping[str, Any], spec: EvaluationRunSp
         worker_args.CANDIDATE_KEY_ENV, (w_spec.get("endpoint") or {}).get("apiKeySecretRef")
     )
     results_claim = spec.storage.existing_claim or build.results_claim_name(name)
+    preprocess = await preprocess_declaration(svc, namespace, spec)
     assert w_status.endpoint is not None
     plan = Plan(
         generate=True,
         generation_args=worker_args.generation_args(
             namespace=namespace, run=name, endpoint=w_status.endpoint, model=model,
             generation=spec.generation, api_key=secret is not None,
-            context_window=w_status.max_model_len,
+            context_window=w_status.max_model_len, preprocess=preprocess is not None,
         ),
+        preprocess=preprocess,
         candidate_secret=secret,
         snapshot_config_map=s_status.config_map,
         snapshot_claim=s_status.claim,

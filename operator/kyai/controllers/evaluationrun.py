@@ -132,6 +132,11 @@ class RunReconciler:
         except ValidationError as exc:
             await self.fail(c.INVALID_SPEC, c.validation_message(exc))
             return
+        if spec.lm_eval is not None:  # lm-evaluation-harness tasks: their own branch
+            from kyai.controllers._lmeval import reconcile_lmeval
+
+            await reconcile_lmeval(self, spec)
+            return
         started = accepted is None
         if started:
             await self._start(spec)
@@ -213,8 +218,8 @@ class RunReconciler:
         if plan.judges.graders or plan.judges.builtin:
             ports = build.endpoint_ports(plan.judges)
             wanted.append(build.judge_network_policy(self.run, ports))
-        if plan.judges.graders:
-            wanted.append(build.graders_config_map(self.run, plan.judges.graders))
+        if plan.judges.graders or plan.preprocess:
+            wanted.append(build.graders_config_map(self.run, plan.judges.graders, plan.preprocess))
         # Independent of each other: created side by side (one round trip, not six).
         await asyncio.gather(*(kube.ensure(obj) for obj in wanted))
         llm = plan.judges.llm
@@ -347,6 +352,8 @@ class RunReconciler:
             generations_path=plan.generations_path,
             generation=spec.generation,
         )
+        if spec.embedding_model:  # model_backed graders' ctx.embeddings_create(model="auto")
+            args += ["--embedding-model", spec.embedding_model]
         job = build.judge_job(self.name, plan.judges, args)
         existing = await self.svc.kube.get("Job", self.namespace, job.name)
         if existing is None and not await self._judge_secret_ready(plan):
@@ -408,16 +415,22 @@ class RunReconciler:
             (c.PROGRESSING, False, c.SUCCEEDED, message),
         ]
         passed = threshold_condition(spec.thresholds, score, error_count, questions)
+        # thresholds.metrics gates any entry of status.metrics (issue 13).
+        from kyai.controllers._lmeval import combine_passed, metric_gate
+
+        gated, missing = metric_gate(spec.thresholds, status.metrics or {})
+        passed = combine_passed(passed, gated)
         if passed is not None:
             changes.append(passed)
-        await self.writer.patch(
-            EvaluationRunStatus(
-                phase="Succeeded",
-                message=message,
-                completed_at=c.now(),
-                conditions=self.writer.conditions(*changes),
-            )
+        update = EvaluationRunStatus(
+            phase="Succeeded",
+            message=message,
+            completed_at=c.now(),
+            conditions=self.writer.conditions(*changes),
         )
+        if missing:
+            update.metrics = {**(status.metrics or {}), **missing}
+        await self.writer.patch(update)
         self.writer.event("Normal", c.SUCCEEDED, message)
         await release_references(self.svc, self.namespace, references(self.run))
 

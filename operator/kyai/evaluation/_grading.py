@@ -242,7 +242,8 @@ async def judge_many(
         else:
             raise ValueError(f"judge {spec.name} has neither an LLM nor a grader")
     if len(judges) == 1:
-        return summaries[names[0]]
+        # The name keys the judge's run metrics in status.metrics ("<judge>/<metric>").
+        return {**summaries[names[0]], "judge_name": names[0]}
     headline = dict(summaries[names[0]])
     headline["judges"] = [
         {

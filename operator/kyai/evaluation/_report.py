@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from kyai._clock import now
 from kyai.api import EvaluationRunStatus, status_patch
-from kyai.api.evaluationrun import JudgeResult, Progress
+from kyai.api.evaluationrun import MAX_METRICS, JudgeResult, Progress
 from kyai.constants import GROUP, KINDS, VERSION
 from kyai.evaluation._progress import ProgressUpdate
 
@@ -71,6 +72,39 @@ def _judge_result(judge: Mapping[str, Any]) -> JudgeResult:
     )
 
 
+# -- status.metrics: every judge's run-level metrics (issue 13) -------------------------------
+
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
+
+
+def _metric_name(text: str) -> str:
+    return _KEY_UNSAFE.sub("_", text).strip("_")[:100] or "metric"
+
+
+def run_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    """``status.metrics`` of a judged run, at most 64 entries.
+
+    ``"<judge>/avg_score"`` and each judge's run metrics (IFEval's four accuracies, a Python
+    grader's), keyed ``"<judge>/<metric>"``.
+    """
+    judges = summary.get("judges") or [
+        {
+            "name": summary.get("judge_name") or summary.get("judge_type") or "judge",
+            "avg_score": summary.get("avg_score"),
+            "metrics": summary.get("metrics"),
+        }
+    ]
+    out: dict[str, float] = {}
+    for judge in judges:
+        name = _metric_name(str(judge.get("name") or "judge"))
+        if isinstance(judge.get("avg_score"), int | float):
+            out[f"{name}/avg_score"] = float(judge["avg_score"])
+        for key, value in sorted((judge.get("metrics") or {}).items()):
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out.setdefault(f"{name}/{_metric_name(str(key))}", float(value))
+    return dict(list(out.items())[:MAX_METRICS])
+
+
 def result_status(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The status fields a finished judge phase reports, through the API's status model."""
     status = EvaluationRunStatus(
@@ -85,6 +119,9 @@ def result_status(summary: Mapping[str, Any]) -> dict[str, Any]:
         dataset_version=summary.get("dataset_version"),
         dataset_sha256=summary.get("dataset_sha256"),
     )
+    metrics = run_metrics(summary)
+    if metrics:
+        status.metrics = metrics
     scores = summary.get("scores") or []
     if len(scores) <= MAX_STATUS_SCORES:
         status.scores = list(scores)

@@ -492,8 +492,9 @@ async def _phases(
                 judge_prompt=judge_prompt,
                 hf_revision=args.hf_revision,
             )
-        if args.preprocess is not None:
-            dataset = await _preprocess(dataset, args.preprocess)
+        preprocess = getattr(args, "preprocess", None) or _grader_preprocess(args)
+        if preprocess is not None:
+            dataset = await _preprocess(dataset, preprocess)
         if "judge" in phases and dataset.prompts.judge is None and _judge_kinds(args)[0]:
             raise UsageError("--judge-prompt is required for a custom dataset")
         candidate = CandidateConfig(
@@ -519,6 +520,8 @@ async def _phases(
         )
     if "judge" in phases:
         generations_dir: Path = output if "generate" in phases else args.generations
+        if "generate" not in phases:
+            _check_grader_preprocess_applied(args, generations_dir)
         if "generate" not in phases:
             judge_key = _secret("--judge-api-key-env", args.judge_api_key_env)
         judges = _judges(
@@ -548,6 +551,62 @@ async def _phases(
             )
             return EXIT_GATE_FAILED
     return EXIT_OK
+
+
+def _declared_preprocess(path: Path) -> str | None:
+    """The preprocess source's sha256 a ``--grader`` file declares, or None.
+
+    Read errors are left to the grader's own loading, which names them.
+    """
+    from kyai.graders import GraderDeclarationError, PythonGrader
+
+    try:
+        grader = PythonGrader.from_file(path)
+    except GraderDeclarationError:
+        return None
+    if grader.preprocessor is None:
+        return None
+    return str(grader.preprocessor.identity["source_sha256"])
+
+
+def _grader_preprocess(args: argparse.Namespace) -> Path | None:
+    """The ``--grader`` file whose ``preprocess`` runs before generation, if any.
+
+    A grader file's preprocess is part of the contract (seed 001): ``kyai run`` applies it
+    to the rows before asking the candidate, as ``--preprocess`` would. Two grader files
+    declaring one each is refused: the rows can be prepared only one way.
+    """
+    declaring = [
+        path
+        for path in getattr(args, "grader", None) or []
+        if _declared_preprocess(path) is not None
+    ]
+    if len(declaring) > 1:
+        names = ", ".join(str(path) for path in declaring)
+        raise UsageError(
+            f"--grader: {names} each declare a preprocess; the rows can be prepared only "
+            "one way (keep one, or pass --preprocess FILE to choose)"
+        )
+    return declaring[0] if declaring else None
+
+
+def _check_grader_preprocess_applied(args: argparse.Namespace, generations: Path) -> None:
+    """Refuse judging with a grader whose preprocess did not prepare the stored answers."""
+    for path in getattr(args, "grader", None) or []:
+        sha = _declared_preprocess(path)
+        if sha is None:
+            continue
+        try:
+            manifest = json.loads((generations / "run.json").read_text(encoding="utf-8"))
+            source = str(manifest.get("dataset", {}).get("source", ""))
+        except (OSError, ValueError, AttributeError):
+            source = ""
+        if f"preprocess {sha[:12]}" not in source:
+            raise UsageError(
+                f"--grader {path}: it declares a preprocess, which runs before generation, "
+                f"but the answers in {generations} were not generated from rows it prepared; "
+                f"generate with `kyai generate --preprocess {path}` (or use `kyai run`)"
+            )
 
 
 def _print_redacted(text: str, stream: Any) -> None:

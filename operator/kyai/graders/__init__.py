@@ -8,7 +8,7 @@
 """
 
 from kyai.graders._humaneval import HumanEvalGrader
-from kyai.graders._ifeval import IFEvalGrader
+from kyai.graders._ifeval import IFEvalGrader, write_punkt_tab
 from kyai.graders._math import MathGrader, extract_final_answer
 from kyai.graders._mcq import MCQGrader, extract_letter
 from kyai.graders._python import (
@@ -63,4 +63,5 @@ __all__ = [
     "extract_letter",
     "run_sandboxed",
     "sandbox_layers",
+    "write_punkt_tab",
 ]

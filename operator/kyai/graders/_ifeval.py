@@ -124,23 +124,35 @@ _LOAD_LOCK = threading.Lock()
 _LOADED: _Checkers | None = None
 
 
-def _install_punkt_tab() -> Path:
-    """Write the bundled English Punkt model as nltk ``punkt_tab`` data; return the root."""
+def write_punkt_tab(root: Path) -> Path:
+    """Write the bundled English Punkt model as nltk ``punkt_tab`` data under ``root``.
+
+    Returns the ``tokenizers/punkt_tab/english`` directory. ``root`` works as ``NLTK_DATA``
+    for another process (lm-eval's IFEval imports nltk and would download ``punkt_tab``).
+    """
     nltk = importlib.import_module("nltk")
     nltk_punkt = importlib.import_module("nltk.tokenize.punkt")
     bundled = importlib.import_module("punkt").load_model("english")
-    root = Path(tempfile.mkdtemp(prefix="kyai-nltk-data-"))
-    atexit.register(shutil.rmtree, root, True)
     # nltk only reads and writes inside its data path: register the root first.
-    nltk.data.path.insert(0, str(root))
+    if str(root) not in nltk.data.path:
+        nltk.data.path.insert(0, str(root))
     target = root / "tokenizers" / "punkt_tab" / "english"
-    target.parent.mkdir(parents=True)
+    target.mkdir(parents=True, exist_ok=True)
     params = nltk_punkt.PunktParameters()
     params.abbrev_types = set(bundled.abbrev_types)
     params.collocations = set(bundled.collocations)
     params.sent_starters = set(bundled.sent_starters)
     params.ortho_context.update(bundled.ortho_context)
     nltk_punkt.save_punkt_params(params, dir=str(target))
+    return target
+
+
+def _install_punkt_tab() -> Path:
+    """Write the bundled English Punkt model as nltk ``punkt_tab`` data; return the root."""
+    nltk = importlib.import_module("nltk")
+    root = Path(tempfile.mkdtemp(prefix="kyai-nltk-data-"))
+    atexit.register(shutil.rmtree, root, True)
+    target = write_punkt_tab(root)
     found = Path(str(nltk.data.find("tokenizers/punkt_tab/english/")))
     if found.resolve() != target.resolve():  # pragma: no cover - defensive
         raise RuntimeError(f"nltk finds punkt_tab at {found}, not at {target}.")

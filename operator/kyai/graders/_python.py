@@ -600,6 +600,10 @@ def _row_from_dict(data: Any, position: int, rows: Sequence[Row], mode: str) -> 
         raise PreprocessError(f"{where} ({row_id!r}) is not a valid row: {exc}") from exc
 
 
+#: Error kinds of a row whose grader returned something unusable (counted as invalid).
+_INVALID_KINDS = frozenset({"grader_invalid_result", "grader_score_out_of_range"})
+
+
 class PythonGrader:
     """A user's Python grader (the seed's contracts) run in the sandbox."""
 
@@ -713,16 +717,33 @@ class PythonGrader:
         return GradingOutcome(grades=grades, metrics=self._sample_metrics(grades))
 
     def _sample_metrics(self, grades: Sequence[Grade]) -> dict[str, float]:
-        totals: dict[str, list[float]] = {}
+        """Run-level means over every row: an invalid or errored row counts 0 for each metric.
+
+        The seed's contract ("invalid results score zero") applies to the run metrics too:
+        dividing by the rows that returned the key would let 2 valid rows of 6 read 1.0.
+        ``invalid_rows`` / ``errored_rows`` say how many rows counted 0 that way (present
+        only when not zero, so a clean run's metrics are the grader's own keys).
+        """
+        totals: dict[str, float] = {}
+        invalid = errored = 0
         for grade in grades:
+            if grade.error_kind in _INVALID_KINDS:
+                invalid += 1
+            elif grade.error_kind is not None:
+                errored += 1
             for key, value in grade.scores.items():
-                totals.setdefault(key, []).append(value)
+                totals[key] = totals.get(key, 0.0) + (value if grade.ok else 0.0)
         declared = self.declaration.metrics
-        return {
-            key: sum(values) / len(values)
-            for key, values in totals.items()
+        rows = max(1, len(grades))
+        metrics = {
+            key: total / rows
+            for key, total in totals.items()
             if declared is None or key in declared
         }
+        for key, count in (("invalid_rows", invalid), ("errored_rows", errored)):
+            if count:
+                metrics[key] = float(count)
+        return metrics
 
     def _bridge(self, context: GradingContext, log: list[dict[str, Any]]) -> BridgeHandler | None:
         return _bridge_handler(context.bridge, log) if self.model_access else None

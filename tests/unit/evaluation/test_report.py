@@ -3,8 +3,15 @@ from typing import Any
 
 import pytest
 
+from kyai.api.evaluationrun import MAX_METRICS
 from kyai.evaluation import ProgressUpdate
-from kyai.evaluation._report import MAX_STATUS_SCORES, ReportError, StatusReporter, result_status
+from kyai.evaluation._report import (
+    MAX_STATUS_SCORES,
+    ReportError,
+    StatusReporter,
+    result_status,
+    run_metrics,
+)
 
 
 def update(done: int, total: int = 10, errors: int = 0) -> ProgressUpdate:
@@ -76,7 +83,42 @@ async def test_final_result_fields() -> None:
         "datasetVersion": "custom",
         "datasetSha256": "f" * 64,
         "scores": [1.0, 0.0, 1.0, 0.0],
+        # Issue 13: the judge's score is a named metric too (thresholds.metrics gates it).
+        "metrics": {"judge/avg_score": 0.5},
     }
+
+
+def test_run_metrics_name_every_judges_metrics_and_stay_bounded() -> None:
+    single = {
+        **SUMMARY,
+        "judge_name": "ifeval",
+        "metrics": {"prompt_level_strict_acc": 0.25, "inst level/loose": 0.5},
+    }
+    assert run_metrics(single) == {
+        "ifeval/avg_score": 0.5,
+        "ifeval/inst_level_loose": 0.5,  # unsafe characters become "_"
+        "ifeval/prompt_level_strict_acc": 0.25,
+    }
+    several = {
+        **SUMMARY,
+        "judges": [
+            {"name": "llm", "avg_score": 0.5},
+            {
+                "name": "py",
+                "avg_score": 1 / 3,
+                "metrics": {"exact_match": 1 / 3, "invalid_rows": 4},
+            },
+        ],
+    }
+    assert run_metrics(several) == {
+        "llm/avg_score": 0.5,
+        "py/avg_score": 1 / 3,
+        "py/exact_match": 1 / 3,
+        "py/invalid_rows": 4.0,
+    }
+    many = {**single, "metrics": {f"m{i:03}": float(i) for i in range(200)}}
+    assert len(run_metrics(many)) == MAX_METRICS == 64
+    assert result_status(many)["metrics"] == run_metrics(many)
 
 
 def test_scores_left_out_of_status_for_huge_snapshots() -> None:

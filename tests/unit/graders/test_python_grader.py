@@ -733,3 +733,52 @@ async def test_huge_output_and_odd_returns() -> None:
     ]
     assert "a set" in (outcome.grades[1].message or "")
     assert outcome.grades[2].details["judge"]["invalid_result"] == "1.0"
+
+
+# --- run-level metrics count invalid and errored rows as 0 (seed 001, issue 13) -------------
+
+
+_TWO_VALID_FOUR_INVALID = """
+def grade(sample, item):
+    answer = sample["output_text"]
+    if answer == "ok":
+        return {"scores": {"exact_match": 1.0}}
+    if answer == "nan":
+        return {"scores": {"exact_match": float("nan")}}
+    if answer == "text":
+        return "not a score"
+    if answer == "range":
+        return {"scores": {"exact_match": 7.0}}
+    return None
+"""
+
+
+async def test_invalid_rows_count_zero_in_run_metrics() -> None:
+    answers = ["ok", "ok", "nan", "text", "range", "none"]
+    outcome = await grade(
+        grader(_TWO_VALID_FOUR_INVALID, metric_id="exact_match"),
+        inputs([(a, "x") for a in answers]),
+    )
+    kinds = [g.error_kind for g in outcome.grades]
+    assert kinds[:2] == [None, None]
+    assert all(kind is not None for kind in kinds[2:]), kinds
+    assert outcome.metrics["exact_match"] == pytest.approx(2 / 6)
+    assert outcome.metrics["invalid_rows"] == 4.0
+    assert "errored_rows" not in outcome.metrics
+    # The run metric agrees with the mean of the row scores (what avg_score reads).
+    assert outcome.metrics["exact_match"] == pytest.approx(
+        sum(g.score for g in outcome.grades) / len(outcome.grades)
+    )
+
+
+async def test_errored_rows_count_zero_and_are_counted() -> None:
+    source = (
+        "def grade(sample, item):\n"
+        "    if sample['output_text'] == 'boom':\n"
+        "        raise RuntimeError('boom')\n"
+        "    return {'scores': {'acc': 1.0}}\n"
+    )
+    outcome = await grade(grader(source), inputs([("a", "a"), ("boom", "a"), ("b", "b")]))
+    assert outcome.metrics["acc"] == pytest.approx(2 / 3)
+    assert outcome.metrics["errored_rows"] == 1.0
+    assert "invalid_rows" not in outcome.metrics
