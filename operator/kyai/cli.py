@@ -60,9 +60,13 @@ def _add_exit_codes(
     parser.formatter_class = _HelpFormatter
     for command, subparser in subparsers.choices.items():
         assert subparser.epilog is None, f"kyai {command}: the exit statuses are its epilog"
-        assert subparser.formatter_class is argparse.HelpFormatter, command
         subparser.epilog = exit_codes_epilog(command)
-        subparser.formatter_class = _HelpFormatter
+        if subparser.formatter_class is argparse.HelpFormatter:
+            subparser.formatter_class = _HelpFormatter
+        else:  # a raw formatter of its own already keeps the epilog's lines as written
+            assert issubclass(subparser.formatter_class, argparse.RawDescriptionHelpFormatter), (
+                command
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -162,5 +162,29 @@ def test_a_verb_missing_from_the_cluster_role_is_reported_as_the_403(
         )
         shown = kubectl.get("evaluationrun", "denied", namespace)
         assert shown["status"].get("phase") != "Succeeded"
+        # The run says so too, not only the operator's log: Degraded/Forbidden with the 403.
+        said = kubectl.wait_for(
+            "evaluationrun",
+            "denied",
+            namespace,
+            lambda obj: any(
+                cond.get("type") == "Degraded"
+                and cond.get("reason") == "Forbidden"
+                and expected in cond.get("message", "")
+                for cond in (obj.get("status") or {}).get("conditions") or []
+            ),
+        )
+        assert said["status"].get("phase") != "Succeeded"
     finally:
         kubectl.apply(role)
+    # With the verb back, the operator's retry goes through and the condition is cleared.
+    done = kubectl.wait_for(
+        "evaluationrun",
+        "denied",
+        namespace,
+        lambda obj: (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"),
+        timeout=180,
+    )
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    degraded = [c for c in done["status"]["conditions"] if c["type"] == "Degraded"]
+    assert [c["status"] for c in degraded] == ["False"], degraded

@@ -11,6 +11,7 @@ conditions. This module is the state machine only: the plan is resolved by
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -116,6 +117,31 @@ class RunReconciler:
         await self._set_phase("Failed", reason, message, progressing=False, completed_at=c.now())
         self.writer.event("Warning", reason, message)
         await release_references(self.svc, self.namespace, references(self.run))
+
+    async def report_forbidden(self, error: KubeError) -> None:
+        """Say on the run that the API refused the operator a call (RBAC), once; kopf retries.
+
+        The phase stays as it is: the run goes on by itself once the permission is granted.
+        """
+        message = f"the operator was refused an API call this run needs: {error}"
+        degraded = c.get_condition(self.status.get("conditions"), c.DEGRADED)
+        if degraded is not None and degraded.get("message") == message:
+            return
+        conditions = self.writer.conditions((c.DEGRADED, True, c.FORBIDDEN, message))
+        await self.writer.patch(EvaluationRunStatus(conditions=conditions))
+        self.writer.event("Warning", c.FORBIDDEN, message)
+
+    async def clear_forbidden(self) -> None:
+        """Degraded/Forbidden back to False once a reconcile went through."""
+        degraded = c.get_condition(self.status.get("conditions"), c.DEGRADED)
+        if degraded is None or degraded.get("reason") != c.FORBIDDEN:
+            return
+        if degraded.get("status") != "True":
+            return
+        conditions = self.writer.conditions(
+            (c.DEGRADED, False, c.FORBIDDEN, "the operator's API calls are allowed again")
+        )
+        await self.writer.patch(EvaluationRunStatus(conditions=conditions))
 
     def current(self) -> EvaluationRunStatus:
         """The run's status as last read or written, through the API model."""
@@ -441,7 +467,19 @@ async def reconcile_run(svc: Services, namespace: str, name: str) -> None:
         run = await svc.kube.get(KIND, namespace, name)
         if run is None:
             return
-        await RunReconciler(svc, run).reconcile()
+        await _step(RunReconciler(svc, run))
+
+
+async def _step(reconciler: RunReconciler) -> None:
+    """One reconcile; a 403 from the API server is also said on the run, then re-raised."""
+    try:
+        await reconciler.reconcile()
+    except KubeError as error:
+        if error.status == 403:
+            with contextlib.suppress(KubeError):
+                await reconciler.report_forbidden(error)
+        raise
+    await reconciler.clear_forbidden()
 
 
 async def resync_run(svc: Services, namespace: str, name: str) -> None:
@@ -455,4 +493,4 @@ async def resync_run(svc: Services, namespace: str, name: str) -> None:
             return
         run = await svc.kube.get(KIND, namespace, name)
         if run is not None:
-            await RunReconciler(svc, run).reconcile()
+            await _step(RunReconciler(svc, run))
