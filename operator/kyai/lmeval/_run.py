@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -197,15 +198,32 @@ def run_lm_eval(
     child_env["OPENAI_API_KEY"] = api_key or "EMPTY"
     child_env.setdefault("OPENAI_API_BASE", api_url(base_url, use_chat=True).rsplit("/", 2)[0])
     child_env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if "NLTK_DATA" not in child_env:
-        # lm-eval's IFEval imports nltk and downloads punkt_tab when nltk cannot find it:
-        # hand it the bundled model instead (air-gapped clusters, tests offline).
-        from kyai.graders import write_punkt_tab
-
-        write_punkt_tab(out / ".nltk_data")
-        child_env["NLTK_DATA"] = str(out / ".nltk_data")
-    log_path = out / f"{_safe(task)}_lm_eval.log"
     log.info("lm_eval %s against %s -> %s", task, base_url, out)
+    with tempfile.TemporaryDirectory(prefix="kyai-nltk-") as nltk_data:
+        if "NLTK_DATA" not in child_env:
+            # lm-eval's IFEval imports nltk and downloads punkt_tab when nltk cannot find it:
+            # hand it the bundled model instead (air-gapped clusters, tests offline). In a
+            # private directory: nltk refuses to write where other accounts may (a volume).
+            from kyai.graders import write_punkt_tab
+
+            write_punkt_tab(Path(nltk_data))
+            child_env["NLTK_DATA"] = nltk_data
+        code, tail = _run_child(argv, child_env, out / f"{_safe(task)}_lm_eval.log",
+                                echo=echo, process_timeout_s=process_timeout_s)  # fmt: skip
+    if code != 0:
+        raise subprocess.CalledProcessError(code, argv, output="".join(tail))
+    return newest_results(out)
+
+
+def _run_child(
+    argv: list[str],
+    child_env: dict[str, str],
+    log_path: Path,
+    *,
+    echo: bool,
+    process_timeout_s: float | None,
+) -> tuple[int, list[str]]:
+    """Run lm_eval, teeing its output to ``log_path``; its exit code and last lines."""
     tail: list[str] = []
     with (
         log_path.open("w", encoding="utf-8") as sink,
@@ -232,9 +250,7 @@ def run_lm_eval(
             proc.kill()
             proc.wait()
             raise
-    if code != 0:
-        raise subprocess.CalledProcessError(code, argv, output="".join(tail))
-    return newest_results(out)
+    return code, tail
 
 
 def _safe(task: str) -> str:
