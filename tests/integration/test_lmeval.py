@@ -89,9 +89,17 @@ IFEVAL_ROWS = [
     },
 ]
 IFEVAL_RULES = [
-    Rule(match="Greet the world", content="hello world"),
+    # Whole English sentences: lm-eval's lowercase check also asks langdetect for "en",
+    # which is a coin toss on two words.
+    Rule(
+        match="Greet the world",
+        content="hello world and good morning to everyone who is reading this message today",
+    ),
     Rule(match="Count to two", content="One, two"),
-    Rule(match="Say hello there", content="Sure!\nhello there"),
+    Rule(
+        match="Say hello there",
+        content="Sure!\nhello there and good morning to everyone who is reading this message today",
+    ),
 ]
 
 
