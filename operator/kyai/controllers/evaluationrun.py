@@ -25,7 +25,7 @@ from kyai.builders import label_value, spec_hash, worker_args
 from kyai.builders.plan import LLMJudgePlan, Plan
 from kyai.constants import LABEL_COMPONENT, LABEL_RUN
 from kyai.controllers import _conditions as c
-from kyai.controllers._inuse import protect, references, release_references
+from kyai.controllers._inuse import protect, references, release_references, to_protect
 from kyai.controllers._kube import KubeError
 from kyai.controllers._plan import KIND, Invalid, Waiting, missing_secret, resolve_plan
 from kyai.controllers._pods import failure_message, first_trouble, job_state, parse_time
@@ -205,7 +205,7 @@ class RunReconciler:
             return
         if plan.generate:
             read = {obj["kind"]: obj for obj in resolved.objects}
-            for kind, name in references(self.run):
+            for kind, name in to_protect(self.run, read):
                 gone = await protect(self.svc, kind, self.namespace, name, read.get(kind))
                 if gone is not None:
                     reason = c.SNAPSHOT_NOT_READY if kind == "Snapshot" else c.WORKLOAD_NOT_READY

@@ -149,6 +149,16 @@ def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSetti
     async def engine_args(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         await reconcile_engine_args(services(memo), dict(body))
 
+    @kopf.on.event(GROUP, VERSION, "engineargssets", registry=registry)
+    async def engine_args_changed(
+        event: kopf.RawEvent, namespace: str | None, name: str, meta: kopf.Meta, memo: kopf.Memo,
+        **_: Any,
+    ) -> None:  # fmt: skip
+        svc = services(memo)
+        await _release_deleted(svc, "EngineArgsSet", _ns(namespace), name, meta)
+        if event.get("type") == "DELETED":  # its Workloads now say it is gone
+            await _workloads.reconcile_workloads_naming(svc, _ns(namespace), name)
+
     # Workload
     @kopf.on.resume(GROUP, VERSION, "workloads", registry=registry)
     @kopf.on.create(GROUP, VERSION, "workloads", registry=registry)

@@ -31,6 +31,7 @@ from kyai.builders import ManifestError
 from kyai.builders.workload import workload_deployment, workload_endpoint, workload_service
 from kyai.constants import ANNOTATION_SPEC_HASH
 from kyai.controllers import _conditions as c
+from kyai.controllers._inuse import engine_args_of
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter
 from kyai.engines import EngineArgsError, engine_for, served_model_name
@@ -83,9 +84,17 @@ async def reconcile_engine_args(svc: Services, body: Mapping[str, Any]) -> None:
         await writer.patch(
             EngineArgsSetStatus(phase="Ready", message=message, conditions=conditions)
         )
-    for workload in await svc.kube.list("Workload", writer.namespace):
-        if ((workload.get("spec") or {}).get("engineArgsSetRef") or {}).get("name") == writer.name:
-            await reconcile_workload(svc, writer.namespace, workload["metadata"]["name"])
+    await reconcile_workloads_naming(svc, writer.namespace, writer.name)
+
+
+async def reconcile_workloads_naming(svc: Services, namespace: str, engine_args: str) -> None:
+    """Reconcile the Workloads naming an EngineArgsSet.
+
+    A change rolls their Deployments; once it is deleted, they say so.
+    """
+    for workload in await svc.kube.list("Workload", namespace):
+        if engine_args_of(workload) == engine_args:
+            await reconcile_workload(svc, namespace, workload["metadata"]["name"])
 
 
 async def _secret_value(svc: Services, namespace: str, name: str, key: str) -> str | None:

@@ -1,0 +1,195 @@
+"""What a running run reads, deleted under it: an EngineArgsSet, the judge's Secret.
+
+- An EngineArgsSet named by the Workload of a started, unfinished run is held by the in-use
+  finalizer (as a PVC mounted by a pod is): ``kubectl delete`` marks it, the Workload stays
+  Ready, its Deployment is not touched, the run Succeeds, and the deletion completes once
+  the run is done (then the Workload says the EngineArgsSet is gone).
+- The judge's Secret deleted while the run generates: the run says so (SecretNotFound)
+  within a minute, and ends Failed after the start deadline instead of waiting forever.
+
+The served Workload runs the engine stand-in in the devcluster (see test_served_workloads);
+the operator runs as a process with ``cluster.network_env()`` and a short start deadline.
+Not for ``--with-e2e``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kyai.devcluster import DevClusterThread
+from kyai.testing import LLMDouble
+from system.helpers import Kubectl, Operator
+from system.test_operator import condition, phase_is, run, snapshot, workload
+
+pytestmark = pytest.mark.timeout(300)
+
+#: The start deadline of this module's operator.
+START_DEADLINE_S = 20
+
+GROUP = "kyai.io/v1alpha1"
+IN_USE = "kyai.io/in-use"
+#: Rows the engine stand-in answers slowly (one at a time): the run stays Generating a while.
+SLOW_ROWS = [
+    {"instruction": f"Capital number {i}?", "groundTruthResponse": "Paris"} for i in range(10)
+]
+
+
+@pytest.fixture(scope="module")
+def inuse_operator(
+    request: pytest.FixtureRequest,
+    cluster: DevClusterThread | None,
+    kubectl: Kubectl,
+    double: LLMDouble,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Operator]:
+    if cluster is None:
+        pytest.skip("the engine stand-ins run in the devcluster only")
+    running = Operator(
+        kubectl.kubeconfig,
+        tmp_path_factory.mktemp("operator"),
+        env=cluster.network_env(
+            {
+                **os.environ,
+                "KYAI_DEFAULT_JUDGE_ENDPOINT": double.base_url,
+                "KYAI_DEFAULT_JUDGE_MODEL": "judge",
+                "HF_HUB_OFFLINE": "1",
+                "KYAI_WORKER_START_TIMEOUT_SECONDS": str(START_DEADLINE_S),
+            }
+        ),
+    )
+    running.start()
+    yield running
+    running.stop()
+
+
+def finished(kubectl: Kubectl, name: str, namespace: str, timeout: float = 120) -> dict[str, Any]:
+    return kubectl.wait_for(
+        "evaluationrun", name, namespace, phase_is("Succeeded", "Failed"), timeout=timeout
+    )
+
+
+def gone(kubectl: Kubectl, kind: str, name: str, namespace: str, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if kubectl.run("get", kind, name, "-n", namespace, check=False).returncode != 0:
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def served(namespace: str, rules: Path) -> list[dict[str, Any]]:
+    """An EngineArgsSet and a served vLLM Workload whose stand-in answers each row in 0.5 s."""
+    return [
+        {
+            "apiVersion": GROUP,
+            "kind": "EngineArgsSet",
+            "metadata": {"name": "flags", "namespace": namespace},
+            "spec": {
+                "framework": "vllm",
+                "args": {"max-model-len": 8192},
+                "env": [{"name": "KYAI_STANDIN_RULES", "value": str(rules)}],
+            },
+        },
+        {
+            "apiVersion": GROUP,
+            "kind": "Workload",
+            "metadata": {"name": "cand", "namespace": namespace},
+            "spec": {
+                "framework": "vllm",
+                "model": "Qwen/Qwen3-8B",
+                "engineArgsSetRef": {"name": "flags"},
+            },
+        },
+    ]
+
+
+def test_an_engine_args_set_in_use_is_held_until_the_run_is_done(
+    kubectl: Kubectl,
+    inuse_operator: Operator,
+    double: LLMDouble,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps([{"content": "Paris", "delay_s": 0.5}]))
+    kubectl.apply(snapshot("capitals", namespace, SLOW_ROWS), *served(namespace, rules))
+    kubectl.wait_for("workload", "cand", namespace, phase_is("Ready"), timeout=90)
+    kubectl.apply(run("busy", namespace, double, generation={"concurrency": 1}))
+    kubectl.wait_for("evaluationrun", "busy", namespace, phase_is("Generating"))
+    template = kubectl.get("deployment", "cand-engine", namespace)["spec"]["template"]
+
+    kubectl.run("delete", "engineargsset", "flags", "-n", namespace, "--wait=false")
+    held = kubectl.get("engineargsset", "flags", namespace)
+    assert held["metadata"].get("deletionTimestamp")
+    assert IN_USE in held["metadata"]["finalizers"], held["metadata"]
+    # A new run cannot start on it while it is being deleted: it waits, saying why.
+    kubectl.apply(run("late", namespace, double))
+    late = kubectl.wait_for(
+        "evaluationrun", "late", namespace,
+        lambda o: "flags" in ((o.get("status") or {}).get("message") or ""),
+    )  # fmt: skip
+    assert late["status"]["phase"] == "Pending", late["status"]
+    assert "being deleted" in late["status"]["message"], late["status"]
+
+    done = finished(kubectl, "busy", namespace)
+    assert done["status"]["phase"] == "Succeeded", (done["status"], inuse_operator.logs())
+    assert done["status"]["questions"] == len(SLOW_ROWS)
+    assert done["status"]["avgScore"] == 1.0, done["status"]
+    # The engine kept serving what the run measured: its pod template never changed.
+    assert kubectl.get("deployment", "cand-engine", namespace)["spec"]["template"] == template
+
+    assert gone(kubectl, "engineargsset", "flags", namespace), "the EngineArgsSet was never freed"
+    missing = kubectl.wait_for(
+        "workload", "cand", namespace,
+        lambda o: condition(o, "Ready")["reason"] == "EngineArgsSetNotFound",
+    )  # fmt: skip
+    assert missing["status"]["phase"] == "Pending"
+
+
+def test_a_judge_secret_deleted_mid_run_fails_the_run_after_the_deadline(
+    kubectl: Kubectl, inuse_operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    slow = [{"instruction": f"Question {i}, slow please?", "groundTruthResponse": "done"}
+            for i in range(10)]  # fmt: skip
+    judge = {
+        "type": "llm",
+        "llm": {"endpoint": double.base_url, "model": "judge",
+                "apiKeySecretRef": {"name": "judge-key", "key": "token"}},
+    }  # fmt: skip
+    kubectl.apply(
+        {
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "judge-key", "namespace": namespace},
+            "stringData": {"token": "sk-inuse-canary"},
+        },
+        snapshot("capitals", namespace, slow), workload("cand", namespace, double),
+        run("keyed", namespace, double, judge=judge, generation={"concurrency": 1}),
+    )  # fmt: skip
+    kubectl.wait_for("evaluationrun", "keyed", namespace, phase_is("Generating"))
+    kubectl.run("delete", "secret", "judge-key", "-n", namespace)
+    deleted = time.monotonic()
+
+    reported = kubectl.wait_for(
+        "evaluationrun", "keyed", namespace,
+        lambda o: condition(o, "Progressing")["reason"] == "SecretNotFound"
+        if (o.get("status") or {}).get("conditions") else False,
+        timeout=60,
+    )  # fmt: skip
+    assert "judge-key" in reported["status"]["message"], reported["status"]
+    assert not kubectl.items("jobs", namespace, "-l", "app.kubernetes.io/component=judge")
+
+    done = finished(kubectl, "keyed", namespace, timeout=START_DEADLINE_S + 90)
+    assert done["status"]["phase"] == "Failed", (done["status"], inuse_operator.logs())
+    ready = condition(done, "Ready")
+    assert ready["reason"] == "SecretNotFound", ready
+    assert "judge-key" in ready["message"] and f"{START_DEADLINE_S} s" in ready["message"]
+    # Not failed before the deadline it names.
+    assert time.monotonic() - deleted >= START_DEADLINE_S
+    assert "sk-inuse-canary" not in json.dumps(done)
