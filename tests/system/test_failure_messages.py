@@ -1,0 +1,112 @@
+"""Failures say why, end to end: the worker's own last error reaches the run and an Event.
+
+The judge worker (``kyai judge`` in the devcluster's kubelet) writes its final error to its
+container's termination message file (``terminationMessagePolicy: FallbackToLogsOnError``);
+the kubelet puts it in the pod's ``state.terminated.message``; the operator quotes it in the
+Failed condition's message and in a Warning Event. The judge's key is in none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
+from system.helpers import Kubectl, Operator, free_port
+from system.test_operator import condition, phase_is, run, snapshot, workload
+
+#: The key the run's Secret holds: the judge refuses it.
+CANARY_KEY = "sk-canary-7f3a9c-wrong"
+
+
+@pytest.fixture(scope="module")
+def keyed_judge() -> Iterator[LLMDouble]:
+    """A judge that accepts only another key than the run's: every request gets a 401."""
+    double = LLMDouble(
+        models=[ModelSpec("judge", max_model_len=8192)],
+        rules=[Rule(model="judge", content=substring_judge)],
+        api_key="sk-the-right-one",
+    )
+    with double.start_in_thread() as running:
+        yield running
+
+
+def failed_run(
+    kubectl: Kubectl, operator: Operator, name: str, namespace: str
+) -> tuple[dict[str, Any], str, list[dict[str, Any]]]:
+    """The finished run, its Ready condition's message and the run's Events."""
+    done = kubectl.wait_for(
+        "evaluationrun", name, namespace, phase_is("Succeeded", "Failed"), timeout=120
+    )
+    assert done["status"]["phase"] == "Failed", (done["status"], operator.logs())
+    ready = condition(done, "Ready")
+    assert ready["reason"] == "JudgingFailed", ready
+    deadline = time.monotonic() + 10  # events are posted beside the status write
+    while True:
+        events = [
+            event
+            for event in kubectl.items("events", namespace)
+            if event["involvedObject"].get("name") == name
+            and event.get("reason") == "JudgingFailed"
+        ]
+        if events or time.monotonic() > deadline:
+            return done, str(ready["message"]), events
+        time.sleep(0.3)
+
+
+def from_the_worker(done: dict[str, Any], message: str) -> None:
+    """The message quotes the judge pod's termination message (not only the Job's reason)."""
+    assert f"{done['status']['judgeJob']}" in message
+    assert "exited with code" in message, message
+    assert "kyai judge: error:" in message, message
+
+
+def test_a_judge_refusing_the_key_fails_the_run_saying_so(
+    kubectl: Kubectl,
+    operator: Operator,
+    double: LLMDouble,
+    keyed_judge: LLMDouble,
+    namespace: str,
+) -> None:
+    judge = {
+        "type": "llm",
+        "llm": {"endpoint": keyed_judge.base_url, "model": "judge",
+                "apiKeySecretRef": {"name": "judge-key", "key": "token"}},
+    }  # fmt: skip
+    kubectl.apply(
+        {
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "judge-key", "namespace": namespace},
+            "stringData": {"token": CANARY_KEY},
+        },
+        snapshot("capitals", namespace), workload("cand", namespace, double),
+        run("refused", namespace, double, judge=judge, jobs={"backoffLimit": 0}),
+    )  # fmt: skip
+    done, message, events = failed_run(kubectl, operator, "refused", namespace)
+    from_the_worker(done, message)
+    assert "refused the credentials (HTTP 401)" in message, message
+    assert done["status"]["message"] == message
+    assert events, kubectl.items("events", namespace)
+    assert any("refused the credentials (HTTP 401)" in e["message"] for e in events), events
+    everything = json.dumps([done, events, kubectl.items("events", namespace)])
+    assert CANARY_KEY not in everything
+    assert CANARY_KEY not in operator.logs()
+
+
+def test_an_unreachable_judge_fails_the_run_saying_so(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    judge = {"type": "llm", "llm": {"endpoint": closed, "model": "judge"}}
+    kubectl.apply(
+        snapshot("capitals", namespace), workload("cand", namespace, double),
+        run("unreachable", namespace, double, judge=judge, jobs={"backoffLimit": 0}),
+    )  # fmt: skip
+    done, message, events = failed_run(kubectl, operator, "unreachable", namespace)
+    from_the_worker(done, message)
+    assert f"Cannot reach {closed}/models" in message, message
+    assert any(f"Cannot reach {closed}/models" in e["message"] for e in events), events
