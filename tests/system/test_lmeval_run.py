@@ -118,3 +118,9 @@ def test_lmeval_run_gates_its_metrics(
     assert len(flex) == 1, lines
     assert 'task="gsm8k"' in flex[0] and 'metric="exact_match"' in flex[0]
     assert flex[0].endswith(" 0.5")
+
+    # The runs held their Workload while they ran (kyai.io/in-use) and freed it once done:
+    # deleting it now completes.
+    held = kubectl.get("workload", "cand", namespace)["metadata"].get("finalizers") or []
+    assert "kyai.io/in-use" in held, held
+    kubectl.run("delete", "workload", "cand", "-n", namespace, "--timeout=30s")

@@ -18,8 +18,9 @@ from kyai.builders import evaluation as build
 from kyai.builders import spec_hash, worker_args
 from kyai.builders.lmeval import LmEvalPlan, lmeval_job_name, lmeval_plan
 from kyai.controllers import _conditions as c
+from kyai.controllers._inuse import protect, references, release_references, to_protect
 from kyai.controllers._plan import Invalid, Waiting, _key_secret, _ready_reference
-from kyai.controllers._pods import job_state
+from kyai.controllers._pods import failure_message, job_state
 from kyai.controllers._status import Change, spec_changed
 
 if TYPE_CHECKING:
@@ -77,6 +78,11 @@ async def _start(r: RunReconciler, spec: EvaluationRunSpec) -> None:
     except Invalid as invalid:  # pragma: no cover - _ready_reference only waits
         await r.fail(invalid.reason, invalid.message)
         return
+    for kind, held in to_protect(r.run, {"Workload": workload}):
+        gone = await protect(svc, kind, namespace, held, workload if kind == "Workload" else None)
+        if gone is not None:
+            await r._wait(Waiting(c.WORKLOAD_NOT_READY, gone))
+            return
     w_status = WorkloadStatusModel.model_validate(workload["status"])
     w_spec = workload["spec"]
     model = w_status.served_model_name or w_spec.get("servedModelName") or w_spec["model"]
@@ -112,6 +118,14 @@ async def _ensure_job(r: RunReconciler, spec: EvaluationRunSpec, plan: LmEvalPla
     current = await kube.get("Job", r.namespace, name)
     status_plan = r.current().plan or {}
     claim = str(status_plan.get("resultsClaim"))
+    job = build.WorkerJob(
+        name=name,
+        component="lmeval",
+        args=plan.args,
+        secrets=[plan.candidate_secret] if plan.candidate_secret else [],
+        extra_volumes=plan.volumes,
+        extra_mounts=plan.mounts,
+    )
     if current is None:
         for obj in build.worker_rbac(r.run):
             await kube.create(obj)
@@ -123,14 +137,6 @@ async def _ensure_job(r: RunReconciler, spec: EvaluationRunSpec, plan: LmEvalPla
                 )
             )
         settings = r.svc.settings
-        job = build.WorkerJob(
-            name=name,
-            component="lmeval",
-            args=plan.args,
-            secrets=[plan.candidate_secret] if plan.candidate_secret else [],
-            extra_volumes=plan.volumes,
-            extra_mounts=plan.mounts,
-        )
         manifest = build.worker_job(
             r.run, job,
             image=settings.lm_eval_worker_image or settings.worker_image,
@@ -142,9 +148,11 @@ async def _ensure_job(r: RunReconciler, spec: EvaluationRunSpec, plan: LmEvalPla
         current, _ = await kube.create(manifest)
     state, message = job_state(current)
     if state == "failed":
+        said = failure_message(await r._job_pods(job))
+        detail = f"{said} (Job: {message})" if said else message
         await r.fail(
             c.GENERATION_FAILED,
-            f"the lm-eval Job {name} failed: {message}; see `kubectl logs job/{name}`",
+            f"the lm-eval Job {name} failed: {detail}; see `kubectl logs job/{name}`",
         )
     return state == "succeeded"
 
@@ -161,9 +169,26 @@ async def _complete(r: RunReconciler, spec: EvaluationRunSpec) -> None:
             c.RESULT_MISSING, "the lm-eval Job succeeded but reported no metrics into the status"
         )
         return
-    passed, missing = metric_gate(spec.thresholds, metrics)
     shown = ", ".join(f"{key}={value:.4f}" for key, value in list(metrics.items())[:4])
     message = f"lm-eval finished: {shown}" + (" ..." if len(metrics) > 4 else "")
+    await succeed(r, spec, message, metrics)
+
+
+async def succeed(
+    r: RunReconciler,
+    spec: EvaluationRunSpec,
+    message: str,
+    metrics: Mapping[str, float],
+    passed: Change | None = None,
+) -> None:
+    """End the run Succeeded with ``message``; Passed from ``passed`` and the metric gates.
+
+    ``passed`` is the score gate (None: none); ``thresholds.metrics`` gates ``metrics`` (the
+    run's ``status.metrics``), a gated metric that is missing is written as -1. Frees what the
+    run held (:mod:`kyai.controllers._inuse`).
+    """
+    gated, missing = metric_gate(spec.thresholds, metrics)
+    passed = combine_passed(passed, gated)
     changes: list[Change] = [
         (c.READY, True, c.SUCCEEDED, message),
         (c.PROGRESSING, False, c.SUCCEEDED, message),
@@ -180,6 +205,7 @@ async def _complete(r: RunReconciler, spec: EvaluationRunSpec) -> None:
         update.metrics = {**metrics, **missing}
     await r.writer.patch(update)
     r.writer.event("Normal", c.SUCCEEDED, message)
+    await release_references(r.svc, r.namespace, references(r.run))
 
 
 async def reconcile_lmeval(r: RunReconciler, spec: EvaluationRunSpec) -> None:

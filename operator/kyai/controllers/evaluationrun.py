@@ -436,29 +436,11 @@ class RunReconciler:
             f"avgScore {score:.4f} over {questions} questions ({error_count} errors), "
             f"comparison key {status.comparison_key}"
         )
-        changes: list[Change] = [
-            (c.READY, True, c.SUCCEEDED, message),
-            (c.PROGRESSING, False, c.SUCCEEDED, message),
-        ]
         passed = threshold_condition(spec.thresholds, score, error_count, questions)
         # thresholds.metrics gates any entry of status.metrics (issue 13).
-        from kyai.controllers._lmeval import combine_passed, metric_gate
+        from kyai.controllers._lmeval import succeed
 
-        gated, missing = metric_gate(spec.thresholds, status.metrics or {})
-        passed = combine_passed(passed, gated)
-        if passed is not None:
-            changes.append(passed)
-        update = EvaluationRunStatus(
-            phase="Succeeded",
-            message=message,
-            completed_at=c.now(),
-            conditions=self.writer.conditions(*changes),
-        )
-        if missing:
-            update.metrics = {**(status.metrics or {}), **missing}
-        await self.writer.patch(update)
-        self.writer.event("Normal", c.SUCCEEDED, message)
-        await release_references(self.svc, self.namespace, references(self.run))
+        await succeed(self, spec, message, status.metrics or {}, passed)
 
 
 async def reconcile_run(svc: Services, namespace: str, name: str) -> None:
