@@ -13,9 +13,11 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,17 +126,45 @@ def sha256(path: Path) -> str:
 # -- malformed URLs and unusable paths: exit 2 at once, naming the flag ------------------------
 
 
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A loopback socket that listens and never answers: connections to it only queue."""
+    with socket.create_server(("127.0.0.1", 0), backlog=64) as sock:
+        sock.setblocking(False)
+        yield sock
+
+
+def connections(sock: socket.socket) -> int:
+    """How many connections were made to ``listener`` (each accepted and closed)."""
+    count = 0
+    while True:
+        try:
+            accepted, _ = sock.accept()
+        except BlockingIOError:
+            return count
+        accepted.close()
+        count += 1
+
+
 @pytest.mark.parametrize("url", ["foo", "http://", "ftp://x", "http://:8000", "localhost:8000"])
 @pytest.mark.parametrize("flag", ["--endpoint", "--judge-endpoint"])
 def test_malformed_endpoint_exit_2_at_once(
-    url: str, flag: str, dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    url: str,
+    flag: str,
+    dataset: Path,
+    tmp_path: Path,
+    listener: socket.socket,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    good = "http://127.0.0.1:9"
-    args = run_args(good, dataset, tmp_path / "out")
+    host, port = listener.getsockname()
+    args = run_args(f"http://{host}:{port}/v1", dataset, tmp_path / "out")
     args[args.index(flag) + 1] = url
     started = time.monotonic()
     assert main(args) == 2
-    assert time.monotonic() - started < 2.0
+    # At once: the well-formed endpoint was never contacted (no request, no retry) ...
+    assert connections(listener) == 0
+    # ... and a safety net far above the expected milliseconds, far below 25 s of retries.
+    assert time.monotonic() - started < 10.0
     err = capsys.readouterr().err
     assert f"{flag}: " in err and repr(url) in err
     assert "Traceback" not in err

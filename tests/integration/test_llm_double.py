@@ -531,12 +531,10 @@ async def test_max_in_flight_and_latency(
     llm_double: DoubleFactory, client: httpx.AsyncClient
 ) -> None:
     double = await llm_double(latency_s=0.2)
-    started = time.monotonic()
     responses = await asyncio.gather(*(_chat(client, double, f"q{i}") for i in range(6)))
-    elapsed = time.monotonic() - started
     assert all(response.status_code == 200 for response in responses)
+    # Served concurrently (all six in flight at once), each after its latency.
     assert double.max_in_flight == 6
-    assert 0.2 <= elapsed < 0.2 * 6  # served concurrently, each after its latency
     assert all((record.duration or 0) >= 0.2 for record in double.requests)
     double.reset()
     await _chat(client, double)
