@@ -148,3 +148,45 @@ class Operator:
             path.read_text(errors="replace")[-4000:]
             for path in sorted(self.log_dir.glob("operator-*.log"))
         )
+
+
+def secret(name: str, namespace: str, **data: str) -> dict[str, Any]:
+    """A Secret manifest with ``data`` as its stringData."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "stringData": data,
+    }
+
+
+def keyed_judge(endpoint: str, secret: str = "judge-key", key: str = "token") -> dict[str, Any]:
+    """An EvaluationRun's ``spec.judge``: the LLM judge at ``endpoint`` with a key Secret."""
+    return {
+        "type": "llm",
+        "llm": {
+            "endpoint": endpoint,
+            "model": "judge",
+            "apiKeySecretRef": {"name": secret, "key": key},
+        },
+    }
+
+
+def pod_network_operator(
+    cluster: Any, kubeconfig: Path, log_dir: Path, judge_url: str, **env: str
+) -> Operator:
+    """The operator as a process that resolves Service names as a pod does (the devcluster's
+    ``network_env``), the double as default judge, offline; ``env`` added."""
+    return Operator(
+        kubeconfig,
+        log_dir,
+        env=cluster.network_env(
+            {
+                **os.environ,
+                "KYAI_DEFAULT_JUDGE_ENDPOINT": judge_url,
+                "KYAI_DEFAULT_JUDGE_MODEL": "judge",
+                "HF_HUB_OFFLINE": "1",
+                **env,
+            }
+        ),
+    )

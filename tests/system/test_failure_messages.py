@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
-from system.helpers import Kubectl, Operator, free_port
+from system.helpers import Kubectl, Operator, free_port, keyed_judge, secret
 from system.test_operator import condition, phase_is, run, snapshot, workload
 
 #: The key the run's Secret holds: the judge refuses it.
@@ -24,7 +24,7 @@ CANARY_KEY = "sk-canary-7f3a9c-wrong"
 
 
 @pytest.fixture(scope="module")
-def keyed_judge() -> Iterator[LLMDouble]:
+def keyed() -> Iterator[LLMDouble]:
     """A judge that accepts only another key than the run's: every request gets a 401."""
     double = LLMDouble(
         models=[ModelSpec("judge", max_model_len=8192)],
@@ -69,22 +69,14 @@ def test_a_judge_refusing_the_key_fails_the_run_saying_so(
     kubectl: Kubectl,
     operator: Operator,
     double: LLMDouble,
-    keyed_judge: LLMDouble,
+    keyed: LLMDouble,
     namespace: str,
 ) -> None:
-    judge = {
-        "type": "llm",
-        "llm": {"endpoint": keyed_judge.base_url, "model": "judge",
-                "apiKeySecretRef": {"name": "judge-key", "key": "token"}},
-    }  # fmt: skip
     kubectl.apply(
-        {
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "judge-key", "namespace": namespace},
-            "stringData": {"token": CANARY_KEY},
-        },
+        secret("judge-key", namespace, token=CANARY_KEY),
         snapshot("capitals", namespace), workload("cand", namespace, double),
-        run("refused", namespace, double, judge=judge, jobs={"backoffLimit": 0}),
+        run("refused", namespace, double, judge=keyed_judge(keyed.base_url),
+            jobs={"backoffLimit": 0}),
     )  # fmt: skip
     done, message, events = failed_run(kubectl, operator, "refused", namespace)
     from_the_worker(done, message)

@@ -15,7 +15,6 @@ Not for ``--with-e2e``.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ import pytest
 
 from kyai.devcluster import DevClusterThread
 from kyai.testing import LLMDouble
-from system.helpers import Kubectl, Operator
+from system.helpers import Kubectl, Operator, keyed_judge, pod_network_operator, secret
 from system.test_operator import condition, phase_is, run, snapshot, workload
 
 pytestmark = pytest.mark.timeout(300)
@@ -51,19 +50,10 @@ def inuse_operator(
 ) -> Iterator[Operator]:
     if cluster is None:
         pytest.skip("the engine stand-ins run in the devcluster only")
-    running = Operator(
-        kubectl.kubeconfig,
-        tmp_path_factory.mktemp("operator"),
-        env=cluster.network_env(
-            {
-                **os.environ,
-                "KYAI_DEFAULT_JUDGE_ENDPOINT": double.base_url,
-                "KYAI_DEFAULT_JUDGE_MODEL": "judge",
-                "HF_HUB_OFFLINE": "1",
-                "KYAI_WORKER_START_TIMEOUT_SECONDS": str(START_DEADLINE_S),
-            }
-        ),
-    )
+    running = pod_network_operator(
+        cluster, kubectl.kubeconfig, tmp_path_factory.mktemp("operator"), double.base_url,
+        KYAI_WORKER_START_TIMEOUT_SECONDS=str(START_DEADLINE_S),
+    )  # fmt: skip
     running.start()
     yield running
     running.stop()
@@ -158,19 +148,11 @@ def test_a_judge_secret_deleted_mid_run_fails_the_run_after_the_deadline(
 ) -> None:
     slow = [{"instruction": f"Question {i}, slow please?", "groundTruthResponse": "done"}
             for i in range(10)]  # fmt: skip
-    judge = {
-        "type": "llm",
-        "llm": {"endpoint": double.base_url, "model": "judge",
-                "apiKeySecretRef": {"name": "judge-key", "key": "token"}},
-    }  # fmt: skip
     kubectl.apply(
-        {
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "judge-key", "namespace": namespace},
-            "stringData": {"token": "sk-inuse-canary"},
-        },
+        secret("judge-key", namespace, token="sk-inuse-canary"),
         snapshot("capitals", namespace, slow), workload("cand", namespace, double),
-        run("keyed", namespace, double, judge=judge, generation={"concurrency": 1}),
+        run("keyed", namespace, double, judge=keyed_judge(double.base_url),
+            generation={"concurrency": 1}),
     )  # fmt: skip
     kubectl.wait_for("evaluationrun", "keyed", namespace, phase_is("Generating"))
     kubectl.run("delete", "secret", "judge-key", "-n", namespace)

@@ -14,7 +14,6 @@ a pod does. Not for ``--with-e2e``: a real cluster would run the real engines' i
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 
 from kyai.devcluster import DevClusterThread
 from kyai.testing import LLMDouble
-from system.helpers import Kubectl, Operator
+from system.helpers import Kubectl, Operator, pod_network_operator
 from system.test_operator import snapshot
 
 pytestmark = pytest.mark.timeout(300)
@@ -68,19 +67,10 @@ def served_operator(
     if cluster is None:
         pytest.skip("the engine stand-ins run in the devcluster only")
     hf_home = hf_cache(tmp_path_factory.mktemp("hf"))
-    running = Operator(
-        kubectl.kubeconfig,
-        tmp_path_factory.mktemp("operator"),
-        env=cluster.network_env(
-            {
-                **os.environ,
-                "KYAI_DEFAULT_JUDGE_ENDPOINT": double.base_url,
-                "KYAI_DEFAULT_JUDGE_MODEL": "judge",
-                "HF_HOME": str(hf_home),
-                "HF_HUB_OFFLINE": "1",
-            }
-        ),
-    )
+    running = pod_network_operator(
+        cluster, kubectl.kubeconfig, tmp_path_factory.mktemp("operator"), double.base_url,
+        HF_HOME=str(hf_home),
+    )  # fmt: skip
     running.start()
     yield running
     running.stop()
