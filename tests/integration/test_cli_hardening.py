@@ -13,9 +13,10 @@ import hashlib
 import json
 import os
 import signal
-import socket
+import socketserver
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,24 +127,31 @@ def sha256(path: Path) -> str:
 # -- malformed URLs and unusable paths: exit 2 at once, naming the flag ------------------------
 
 
+class Listener(socketserver.ThreadingTCPServer):
+    """A loopback server that counts the connections made to it and closes each at once."""
+
+    daemon_threads = True
+    connections = 0
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+
+class _CountAndClose(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        assert isinstance(self.server, Listener)
+        self.server.connections += 1
+
+
 @pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    """A loopback socket that listens and never answers: connections to it only queue."""
-    with socket.create_server(("127.0.0.1", 0), backlog=64) as sock:
-        sock.setblocking(False)
-        yield sock
-
-
-def connections(sock: socket.socket) -> int:
-    """How many connections were made to ``listener`` (each accepted and closed)."""
-    count = 0
-    while True:
-        try:
-            accepted, _ = sock.accept()
-        except BlockingIOError:
-            return count
-        accepted.close()
-        count += 1
+def listener() -> Iterator[Listener]:
+    with Listener(("127.0.0.1", 0), _CountAndClose) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        yield server
+        server.shutdown()
 
 
 @pytest.mark.parametrize("url", ["foo", "http://", "ftp://x", "http://:8000", "localhost:8000"])
@@ -153,16 +161,15 @@ def test_malformed_endpoint_exit_2_at_once(
     flag: str,
     dataset: Path,
     tmp_path: Path,
-    listener: socket.socket,
+    listener: Listener,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    host, port = listener.getsockname()
-    args = run_args(f"http://{host}:{port}/v1", dataset, tmp_path / "out")
+    args = run_args(listener.url, dataset, tmp_path / "out")
     args[args.index(flag) + 1] = url
     started = time.monotonic()
     assert main(args) == 2
     # At once: the well-formed endpoint was never contacted (no request, no retry) ...
-    assert connections(listener) == 0
+    assert listener.connections == 0
     # ... and a safety net far above the expected milliseconds, far below 25 s of retries.
     assert time.monotonic() - started < 10.0
     err = capsys.readouterr().err
