@@ -23,14 +23,15 @@ from typing import Any
 import pytest
 
 from kyai.devcluster import DevClusterThread
-from kyai.testing import LLMDouble
+from kyai.testing import LLMDouble, ModelSpec
 from system.helpers import Kubectl, Operator, keyed_judge, pod_network_operator, secret
 from system.test_operator import condition, phase_is, run, snapshot, workload
 
 pytestmark = pytest.mark.timeout(300)
 
-#: The start deadline of this module's operator.
-START_DEADLINE_S = 20
+#: The start deadline of this module's operator: longer than the first look at a Job's pods
+#: (15 s of grace, then the 20 s resync), so a stuck pod is reported before it fails the run.
+START_DEADLINE_S = 45
 
 GROUP = "kyai.io/v1alpha1"
 IN_USE = "kyai.io/in-use"
@@ -174,4 +175,49 @@ def test_a_judge_secret_deleted_mid_run_fails_the_run_after_the_deadline(
     assert "judge-key" in ready["message"] and f"{START_DEADLINE_S} s" in ready["message"]
     # Not failed before the deadline it names.
     assert time.monotonic() - deleted >= START_DEADLINE_S
+    assert "sk-inuse-canary" not in json.dumps(done)
+
+
+@pytest.fixture
+def refusing_judge() -> Iterator[LLMDouble]:
+    """A judge that accepts another key than the run's: its first pod fails (401)."""
+    double = LLMDouble(models=[ModelSpec("judge")], api_key="sk-another-key")
+    with double.start_in_thread() as running:
+        yield running
+
+
+def test_a_judge_pod_that_loses_its_secret_is_reported_then_fails_the_run(
+    kubectl: Kubectl,
+    inuse_operator: Operator,
+    double: LLMDouble,
+    refusing_judge: LLMDouble,
+    namespace: str,
+) -> None:
+    # The judge Job exists; its Secret is deleted; its next pod cannot start
+    # (CreateContainerConfigError): the run says so, then fails at the start deadline.
+    kubectl.apply(
+        secret("judge-key", namespace, token="sk-inuse-canary"),
+        snapshot("capitals", namespace), workload("cand", namespace, double),
+        run("retried", namespace, double, judge=keyed_judge(refusing_judge.base_url),
+            jobs={"backoffLimit": 4}),
+    )  # fmt: skip
+    kubectl.wait_for("job", "retried-judge", namespace, lambda _: True)
+    kubectl.run("delete", "secret", "judge-key", "-n", namespace)
+
+    reported = kubectl.wait_for(
+        "evaluationrun", "retried", namespace,
+        lambda o: any(found["type"] == "Progressing" and found["reason"] == "WorkerNotStarting"
+                      for found in (o.get("status") or {}).get("conditions") or []),
+        timeout=120,
+    )  # fmt: skip
+    assert reported["status"]["phase"] == "Judging", reported["status"]
+    message = condition(reported, "Progressing")["message"]
+    assert "CreateContainerConfigError" in message and "judge-key" in message, message
+
+    done = finished(kubectl, "retried", namespace, timeout=START_DEADLINE_S + 90)
+    assert done["status"]["phase"] == "Failed", (done["status"], inuse_operator.logs())
+    ready = condition(done, "Ready")
+    assert ready["reason"] == "WorkerNotStarting", ready
+    assert "CreateContainerConfigError" in ready["message"], ready
+    assert f"{START_DEADLINE_S} s" in ready["message"], ready
     assert "sk-inuse-canary" not in json.dumps(done)
