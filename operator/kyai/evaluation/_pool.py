@@ -20,16 +20,12 @@ async def run_pool(
     handler raises stops the pool: the other workers are cancelled and the exception is
     raised; cancelling the caller cancels every worker too.
     """
-    queue: asyncio.Queue[T] = asyncio.Queue()
-    for item in items:
-        queue.put_nowait(item)
+    # One iterator shared by the workers: taking the next item never awaits, so no two
+    # workers can take the same one (and nothing is copied up front).
+    pending = iter(items)
 
     async def worker() -> None:
-        while True:
-            try:
-                item = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
+        for item in pending:
             await handle(item)
 
     count = max(1, min(concurrency, len(items) or 1))
