@@ -639,19 +639,20 @@ class ChatClient:
                 max_tokens=budget,
             ) from exc
 
-        def text(key: str) -> str | None:
-            value = message.get(key)
-            return value if isinstance(value, str) else None
-
+        content = message.get("content")
+        reasoning_content = message.get("reasoning_content")
+        reasoning = message.get("reasoning")
         usage = body.get("usage")
+        response_id = body.get("id")
+        served = body.get("model")
         return ChatResult(
-            content=text("content"),
-            reasoning_content=text("reasoning_content"),
-            reasoning=text("reasoning"),
+            content=content if isinstance(content, str) else None,
+            reasoning_content=reasoning_content if isinstance(reasoning_content, str) else None,
+            reasoning=reasoning if isinstance(reasoning, str) else None,
             finish_reason=choice.get("finish_reason"),
             usage=usage if isinstance(usage, dict) else None,
-            response_id=body.get("id") if isinstance(body.get("id"), str) else None,
-            model=body.get("model") if isinstance(body.get("model"), str) else None,
+            response_id=response_id if isinstance(response_id, str) else None,
+            model=served if isinstance(served, str) else None,
             latency_ms=latency * 1000.0,
             elapsed_ms=(time.perf_counter() - state.started) * 1000.0,
             attempts=state.attempts,

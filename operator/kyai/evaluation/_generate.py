@@ -229,14 +229,17 @@ async def generate(
             progress.advance(error=record["error"] is not None)
             early.observe(failure)
 
+        finished = False
         try:
             await run_pool(pending, config.concurrency, answer)
+            finished = True
         except BaseException:
             invocation.update(finished_at=now_iso(), rows_sent=sent, completed=False)
             store.write_json(run_path, manifest)
             raise
         finally:
-            log.close()
+            # A finished log is rewritten (and synced) below; an unfinished one is synced now.
+            log.close(sync=not finished)
             progress.close()
     log.rewrite(stored)
     wall = time.monotonic() - started

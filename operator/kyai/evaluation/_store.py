@@ -201,17 +201,21 @@ class JsonlLog:
                 written = self._handle.write(view)
                 view = view[written or 0 :]
 
-    def close(self) -> None:
-        """Write what is pending, flush to disk and close."""
+    def close(self, *, sync: bool = True) -> None:
+        """Write what is pending, flush to disk (unless ``sync`` is false) and close.
+
+        ``sync=False`` suits a log that :meth:`rewrite` replaces next (the new file is synced).
+        """
         if self._handle is not None:
             self._write_pending()
-            os.fsync(self._handle.fileno())
+            if sync:
+                os.fsync(self._handle.fileno())
             self._handle.close()
             self._handle = None
 
     def rewrite(self, records: Mapping[int, Mapping[str, Any]]) -> None:
         """Replace the log atomically by ``records`` in row order (one line per row)."""
-        self.close()
+        self.close(sync=False)  # the file is replaced by one that is synced
         lines = []
         for index in sorted(records):
             record = records[index]
