@@ -59,21 +59,23 @@ class GenerationOutcome:
     wall_seconds: float
 
 
+_last_second: tuple[int, str] = (-1, "")
 _last_stamp: tuple[int, str] = (-1, "")
 
 
 def now_iso() -> str:
     """The current UTC time to the millisecond, ISO 8601 with a ``Z``.
 
-    Two stamps per row: the text is formatted once per millisecond (rows that finish in the
-    same millisecond share it).
+    Two stamps per row: the date and time of day are formatted once per second, the whole
+    text once per millisecond (rows that finish in the same millisecond share it).
     """
-    global _last_stamp
+    global _last_second, _last_stamp
     millis = time.time_ns() // 1_000_000
     if millis != _last_stamp[0]:
         seconds, rest = divmod(millis, 1000)
-        moment = datetime.fromtimestamp(seconds, UTC)
-        _last_stamp = (millis, f"{moment:%Y-%m-%dT%H:%M:%S}.{rest:03d}Z")
+        if seconds != _last_second[0]:
+            _last_second = (seconds, f"{datetime.fromtimestamp(seconds, UTC):%Y-%m-%dT%H:%M:%S}")
+        _last_stamp = (millis, f"{_last_second[1]}.{rest:03d}Z")
     return _last_stamp[1]
 
 
