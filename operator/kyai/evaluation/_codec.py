@@ -1,13 +1,14 @@
 """JSON on the hot path of a phase (request bodies, answers, stored records) through orjson.
 
 One row costs a request body to encode, an answer to parse and a record to store; with the
-standard library's ``json`` those took about a third of the client's own CPU per row at
-concurrency 64-256. orjson does the same work several times faster. Whatever orjson refuses
-falls back to ``json``, so that every value the engine handled before is handled the same way:
+standard library's ``json`` those took about a third of kyai's own CPU per row (aiohttp's
+apart). orjson does the same work several times faster. Whatever orjson refuses falls back to
+``json``, so that whatever the engine handled before it still handles, alike but for this:
 
-- :func:`loads` accepts what ``json.loads`` accepts (``NaN``/``Infinity`` literals, integers
-  beyond 64 bits), raising the same exceptions (``json.JSONDecodeError`` or
-  ``UnicodeDecodeError``) on what it does not;
+- :func:`loads` accepts what ``json.loads`` accepts (``NaN``/``Infinity`` literals, UTF-16
+  and UTF-32 text), raising the same exceptions (``json.JSONDecodeError`` or
+  ``UnicodeDecodeError``) on what it does not; it reads an integer beyond 64 bits (which no
+  chat server sends) as a float, where ``json`` keeps it exact;
 - :func:`record_line` writes the UTF-8 bytes of ``json.dumps(value, ensure_ascii=False,
   sort_keys=True, separators=(",", ":"))`` and a line feed (keys sorted by code point, no
   ASCII escaping, the same escapes of control characters). Both write a float in its
