@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -88,9 +88,12 @@ class RetryPolicy:
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
-@dataclass(frozen=True)
-class ChatResult:
-    """One successful chat completion, with its raw fields kept verbatim."""
+class ChatResult(NamedTuple):
+    """One successful chat completion, with its raw fields kept verbatim.
+
+    A named tuple rather than a frozen dataclass: as immutable, and built in a fifth of the
+    time (one is built per row).
+    """
 
     content: str | None
     reasoning_content: str | None
