@@ -6,10 +6,13 @@ import base64
 import json
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kyai.datasets import Row, read_rows_jsonl, write_rows_jsonl
+from kyai.datasets._store import _row_line
 from kyai.evaluation._codec import dumps_body, loads, record_line
 from kyai.evaluation._redact import (
     REDACTED,
@@ -125,3 +128,15 @@ def test_a_stored_line_is_redacted(secret: str) -> None:
     stored = line(record)
     assert secret.encode() not in stored
     assert stored == redact(dumps(record)).encode() + b"\n"
+
+
+def test_dataset_jsonl_bytes_are_the_sorted_compact_json_of_each_row(tmp_path: Path) -> None:
+    rows = [
+        Row(0, "a", "What is 1 + 1?", "2"),
+        Row(1, "é日本", 'quote " tab\t nl\n', "\U0001f600", {"z": [1.5, None], "a": {"k": True}}),
+        Row(2, "x", "control \x01 \u2028", "", {"big": 2**70, "small": 1e-3}),
+    ]
+    path = tmp_path / "dataset.jsonl"
+    write_rows_jsonl(path, rows)
+    assert path.read_bytes() == "".join(_row_line(row) + "\n" for row in rows).encode("utf-8")
+    assert read_rows_jsonl(path) == tuple(rows)
