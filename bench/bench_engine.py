@@ -374,10 +374,13 @@ def throughput_report(results: Sequence[ThroughputResult]) -> str:
                 str(ours.errors if ours.errors is not None else "-"),
             ]
         )
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
     lines = [
         f"\n0. client throughput: {results[0].rows} rows against a "
         f"{THROUGHPUT_LATENCY_S * 1000:.0f} ms stand-in (its own process); "
-        "kyai = the generation phase, aiohttp = a minimal client; best of the repeats",
+        "kyai = the generation phase, aiohttp = a minimal client; best of the repeats "
+        f"(each client's fastest run, its CPU from that run); load average now {load} "
+        f"on {os.cpu_count()} CPUs",
         table(
             [
                 "conc",
@@ -860,7 +863,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         print(
             f"0. client throughput: {throughput_rows} rows, 1 ms stand-in, "
-            f"concurrency {throughput_levels}",
+            f"concurrency {throughput_levels}; load average "
+            + " ".join(f"{value:.2f}" for value in os.getloadavg()),
             flush=True,
         )
         throughput = bench_throughput(
@@ -902,6 +906,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             {
                 "quick": args.quick,
                 "cpus": os.cpu_count(),
+                "load_average": os.getloadavg(),
                 "seconds": round(time.monotonic() - started, 1),
                 "concurrency": [asdict(r) for r in concurrency],
                 "lm_eval": [asdict(r) for r in lm_eval],

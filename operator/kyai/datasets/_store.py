@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ._errors import DatasetError
 from ._io import Record, describe_type, read_jsonl, read_text
 from ._model import Dataset, Prompts, Row, dataset_sha256, thaw_json
@@ -26,27 +28,44 @@ __all__ = ["dataset_from_dict", "dataset_to_dict", "read_rows_jsonl", "write_row
 _ROW_FIELDS = ("index", "row_id", "instruction", "ground_truth_response", "metadata")
 
 
-def _row_line(row: Row) -> str:
-    value = {
+def _row_value(row: Row) -> dict[str, Any]:
+    return {
         "index": row.index,
         "row_id": row.row_id,
         "instruction": row.instruction,
         "ground_truth_response": row.ground_truth_response,
         "metadata": thaw_json(row.metadata),
     }
+
+
+def _row_line(row: Row) -> str:
     return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        _row_value(row), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+
+
+def _row_bytes(row: Row) -> bytes:
+    """:func:`_row_line` and its line feed in UTF-8, through orjson (several times faster).
+
+    Rows hold JSON-safe values by construction (finite floats, string keys); what orjson
+    refuses (lone surrogates, integers beyond 64 bits) takes the standard library's way.
+    """
+    try:
+        return orjson.dumps(
+            _row_value(row), option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
+        )
+    except TypeError:  # orjson.JSONEncodeError
+        return (_row_line(row) + "\n").encode("utf-8")
 
 
 def write_rows_jsonl(path: str | Path, rows: Iterable[Row]) -> None:
     """Write rows to ``path`` atomically (a temporary file in the same folder, then rename)."""
     target = Path(path)
-    text = "".join(_row_line(row) + "\n" for row in rows)
+    data = b"".join(_row_bytes(row) for row in rows)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

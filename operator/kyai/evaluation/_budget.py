@@ -140,7 +140,11 @@ def resolve_window(
 
 def estimate_prompt_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     """A conservative estimate of the tokens a chat prompt takes."""
-    chars = sum(len(str(message.get("content") or "")) for message in messages)
+    chars = 0
+    for message in messages:
+        content = message.get("content")
+        if content:
+            chars += len(content) if isinstance(content, str) else len(str(content))
     return math.ceil(chars / CHARS_PER_TOKEN) + TEMPLATE_MARGIN
 
 

@@ -19,12 +19,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
 import httpx
 
+from kyai.evaluation import _codec
 from kyai.evaluation._budget import estimate_prompt_tokens
 from kyai.evaluation._redact import redact, register_secret
 
@@ -87,9 +88,12 @@ class RetryPolicy:
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
-@dataclass(frozen=True)
-class ChatResult:
-    """One successful chat completion, with its raw fields kept verbatim."""
+class ChatResult(NamedTuple):
+    """One successful chat completion, with its raw fields kept verbatim.
+
+    A named tuple rather than a frozen dataclass: as immutable, and built in a fifth of the
+    time (one is built per row).
+    """
 
     content: str | None
     reasoning_content: str | None
@@ -283,7 +287,7 @@ class _Reply:
         return self.content.decode("utf-8", errors="replace")
 
     def json(self) -> Any:
-        return json.loads(self.content)
+        return _codec.loads(self.content)
 
 
 class _TransportFailure(Exception):
@@ -513,7 +517,7 @@ class ChatClient:
             retry_after: float | None = None
             try:
                 response = await self._backend.request(
-                    "POST", "/chat/completions", json.dumps(body).encode("utf-8")
+                    "POST", "/chat/completions", _codec.dumps_body(body)
                 )
             except _TransportFailure as exc:
                 kind, detail = exc.kind, exc.detail
@@ -638,19 +642,20 @@ class ChatClient:
                 max_tokens=budget,
             ) from exc
 
-        def text(key: str) -> str | None:
-            value = message.get(key)
-            return value if isinstance(value, str) else None
-
+        content = message.get("content")
+        reasoning_content = message.get("reasoning_content")
+        reasoning = message.get("reasoning")
         usage = body.get("usage")
+        response_id = body.get("id")
+        served = body.get("model")
         return ChatResult(
-            content=text("content"),
-            reasoning_content=text("reasoning_content"),
-            reasoning=text("reasoning"),
+            content=content if isinstance(content, str) else None,
+            reasoning_content=reasoning_content if isinstance(reasoning_content, str) else None,
+            reasoning=reasoning if isinstance(reasoning, str) else None,
             finish_reason=choice.get("finish_reason"),
             usage=usage if isinstance(usage, dict) else None,
-            response_id=body.get("id") if isinstance(body.get("id"), str) else None,
-            model=body.get("model") if isinstance(body.get("model"), str) else None,
+            response_id=response_id if isinstance(response_id, str) else None,
+            model=served if isinstance(served, str) else None,
             latency_ms=latency * 1000.0,
             elapsed_ms=(time.perf_counter() - state.started) * 1000.0,
             attempts=state.attempts,

@@ -59,9 +59,24 @@ class GenerationOutcome:
     wall_seconds: float
 
 
+_last_second: tuple[int, str] = (-1, "")
+_last_stamp: tuple[int, str] = (-1, "")
+
+
 def now_iso() -> str:
-    """The current UTC time, ISO 8601 with a ``Z``."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """The current UTC time to the millisecond, ISO 8601 with a ``Z``.
+
+    Two stamps per row: the date and time of day are formatted once per second, the whole
+    text once per millisecond (rows that finish in the same millisecond share it).
+    """
+    global _last_second, _last_stamp
+    millis = time.time_ns() // 1_000_000
+    if millis != _last_stamp[0]:
+        seconds, rest = divmod(millis, 1000)
+        if seconds != _last_second[0]:
+            _last_second = (seconds, f"{datetime.fromtimestamp(seconds, UTC):%Y-%m-%dT%H:%M:%S}")
+        _last_stamp = (millis, f"{_last_second[1]}.{rest:03d}Z")
+    return _last_stamp[1]
 
 
 def messages_for(dataset: Dataset, row: Row) -> list[dict[str, str]]:
@@ -216,14 +231,17 @@ async def generate(
             progress.advance(error=record["error"] is not None)
             early.observe(failure)
 
+        finished = False
         try:
             await run_pool(pending, config.concurrency, answer)
+            finished = True
         except BaseException:
             invocation.update(finished_at=now_iso(), rows_sent=sent, completed=False)
             store.write_json(run_path, manifest)
             raise
         finally:
-            log.close()
+            # A finished log is rewritten (and synced) below; an unfinished one is synced now.
+            log.close(sync=not finished)
             progress.close()
     log.rewrite(stored)
     wall = time.monotonic() - started
@@ -248,41 +266,47 @@ async def _answer(
     messages = messages_for(dataset, row)
     budget = output_budget(window.tokens, messages)
     started_at = now_iso()
-    record: dict[str, Any] = {
-        "row_index": row.index,
-        "row_id": row.row_id,
-        "started_at": started_at,
-    }
     failure: ChatError | None = None
+    record: dict[str, Any]
     try:
         result = await client.chat(model, messages, max_tokens=budget)
     except ChatError as exc:
         failure = exc
-        record.update(
-            content=None,
-            reasoning_content=None,
-            reasoning=None,
-            finish_reason=None,
-            usage=None,
-            latency_ms=None,
-            attempts=exc.attempts,
-            max_tokens=exc.max_tokens,
-            error={"kind": f"{CANDIDATE}_{exc.kind}", "message": exc.message, "status": exc.status},
-        )
+        record = {
+            "row_index": row.index,
+            "row_id": row.row_id,
+            "started_at": started_at,
+            "content": None,
+            "reasoning_content": None,
+            "reasoning": None,
+            "finish_reason": None,
+            "usage": None,
+            "latency_ms": None,
+            "attempts": exc.attempts,
+            "max_tokens": exc.max_tokens,
+            "error": {
+                "kind": f"{CANDIDATE}_{exc.kind}",
+                "message": exc.message,
+                "status": exc.status,
+            },
+        }
     else:
-        record.update(
-            content=result.content,
-            reasoning_content=result.reasoning_content,
-            reasoning=result.reasoning,
-            finish_reason=result.finish_reason,
-            usage=dict(result.usage) if result.usage is not None else None,
-            latency_ms=round(result.latency_ms, 3),
-            elapsed_ms=round(result.elapsed_ms, 3),
-            attempts=result.attempts,
-            max_tokens=result.max_tokens,
-            response_id=result.response_id,
-            served_model=result.model,
-            error=None,
-        )
+        record = {
+            "row_index": row.index,
+            "row_id": row.row_id,
+            "started_at": started_at,
+            "content": result.content,
+            "reasoning_content": result.reasoning_content,
+            "reasoning": result.reasoning,
+            "finish_reason": result.finish_reason,
+            "usage": dict(result.usage) if result.usage is not None else None,
+            "latency_ms": round(result.latency_ms, 3),
+            "elapsed_ms": round(result.elapsed_ms, 3),
+            "attempts": result.attempts,
+            "max_tokens": result.max_tokens,
+            "response_id": result.response_id,
+            "served_model": result.model,
+            "error": None,
+        }
     record["finished_at"] = now_iso()
     return record, failure

@@ -221,10 +221,13 @@ async def judge(
             if called:
                 early.observe(failure)
 
+        finished = False
         try:
             await run_pool(pending, config.concurrency, judge_one)
+            finished = True
         finally:
-            log.close()
+            # A finished log is rewritten (and synced) below; an unfinished one is synced now.
+            log.close(sync=not finished)
             progress.close()
     log.rewrite(judged)
     summary = build_summary(

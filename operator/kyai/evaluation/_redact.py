@@ -22,6 +22,8 @@ MIN_SECRET_LENGTH = 6
 _lock = threading.Lock()
 _secrets: set[str] = set()
 _needles: tuple[str, ...] = ()
+_byte_needles: tuple[bytes, ...] = ()
+_REDACTED_BYTES = REDACTED.encode("ascii")
 
 
 def _encoded_cores(secret: bytes) -> set[str]:
@@ -40,7 +42,7 @@ def _encoded_cores(secret: bytes) -> set[str]:
 
 def register_secret(secret: str | None) -> None:
     """Redact ``secret`` (raw and base64) from everything stored or printed from now on."""
-    global _needles
+    global _needles, _byte_needles
     if not secret or len(secret) < MIN_SECRET_LENGTH:
         return
     with _lock:
@@ -52,6 +54,7 @@ def register_secret(secret: str | None) -> None:
         needles.update(_encoded_cores(secret.encode("utf-8")))
         # Longest first, so that a longer needle is not broken by a shorter one inside it.
         _needles = tuple(sorted(needles, key=len, reverse=True))
+        _byte_needles = tuple(needle.encode("utf-8") for needle in _needles)
 
 
 def redact(text: str) -> str:
@@ -62,12 +65,21 @@ def redact(text: str) -> str:
     return text
 
 
+def redact_bytes(data: bytes) -> bytes:
+    """UTF-8 ``data`` with every registered secret replaced, as :func:`redact` does on text."""
+    for needle in _byte_needles:
+        if needle in data:
+            data = data.replace(needle, _REDACTED_BYTES)
+    return data
+
+
 def forget_secrets() -> None:
     """Forget every registered secret (for tests)."""
-    global _needles
+    global _needles, _byte_needles
     with _lock:
         _secrets.clear()
         _needles = ()
+        _byte_needles = ()
 
 
 class RedactingFilter(logging.Filter):

@@ -34,7 +34,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from kyai.evaluation._redact import redact
+from kyai.evaluation._codec import record_line
+from kyai.evaluation._redact import redact, redact_bytes
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,13 @@ class RunDirectoryError(ValueError):
 
 
 def dumps(value: Any) -> str:
-    """Compact, key-sorted JSON: the one serialisation of every stored record."""
+    """Compact, key-sorted JSON: the serialisation of every stored record (as text)."""
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def line(record: Mapping[str, Any]) -> bytes:
+    """The redacted JSONL line of ``record``: :func:`dumps` and a newline, in UTF-8."""
+    return redact_bytes(record_line(record))
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -170,11 +176,11 @@ class JsonlLog:
                     if reader.read(1) != b"\n":
                         handle.write(b"\n")  # never glue a record onto a damaged line
             self._handle = handle
-        line = (redact(dumps(record)) + "\n").encode("utf-8")
-        self._pending.append(line)
+        data = line(record)
+        self._pending.append(data)
         index = record.get("row_index")
         if isinstance(index, int):
-            self._written[index] = (record, line)
+            self._written[index] = (record, data)
         if self._scheduled:
             return
         try:
@@ -195,17 +201,21 @@ class JsonlLog:
                 written = self._handle.write(view)
                 view = view[written or 0 :]
 
-    def close(self) -> None:
-        """Write what is pending, flush to disk and close."""
+    def close(self, *, sync: bool = True) -> None:
+        """Write what is pending, flush to disk (unless ``sync`` is false) and close.
+
+        ``sync=False`` suits a log that :meth:`rewrite` replaces next (the new file is synced).
+        """
         if self._handle is not None:
             self._write_pending()
-            os.fsync(self._handle.fileno())
+            if sync:
+                os.fsync(self._handle.fileno())
             self._handle.close()
             self._handle = None
 
     def rewrite(self, records: Mapping[int, Mapping[str, Any]]) -> None:
         """Replace the log atomically by ``records`` in row order (one line per row)."""
-        self.close()
+        self.close(sync=False)  # the file is replaced by one that is synced
         lines = []
         for index in sorted(records):
             record = records[index]
@@ -213,7 +223,7 @@ class JsonlLog:
             if cached is not None and cached[0] is record:
                 lines.append(cached[1])
             else:
-                lines.append((redact(dumps(record)) + "\n").encode("utf-8"))
+                lines.append(line(record))
         self._written.clear()
         _write_atomically(self.path, b"".join(lines))
 
