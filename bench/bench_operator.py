@@ -139,7 +139,7 @@ class Bench:
             [sys.executable, "-m", "kyai.cli", "devcluster", "--port", "0",
              "--kubeconfig", str(kubeconfig), "--workdir", str(self.workdir / "cluster"),
              "--local-image", WORKER_IMAGE, *(["--verbose"] if self.args.access_log else []),
-             *(["--entrypoint", f"{sys.executable} {STANDIN}"] if self.args.standin else [])],
+             *(["--entrypoint", f"{sys.executable} -I -S {STANDIN}"] if self.args.standin else [])],
             self.workdir / "devcluster.log",
             dict(os.environ),
         )  # fmt: skip

@@ -9,9 +9,10 @@ and at once
 * ``judge``: writes the result a real judge would report for the bench's five-row snapshot
   (``avgScore`` 0.8, one wrong answer), through the run's status subresource.
 
-Standard library and PyYAML only (no kubernetes client: its import alone costs more CPU than
-everything else here). Credentials as a pod has them: the kubeconfig in ``$KUBECONFIG``
-(the devcluster's), with a bearer token if it has one.
+Standard library only, run as ``python -I -S`` (no site-packages, not even PyYAML: with 2,000
+pods on two cores, each process's start-up is CPU the operator does not get). Credentials as
+a pod has them: the kubeconfig in ``$KUBECONFIG`` (the devcluster's, one cluster and one user:
+its ``server:`` and ``token:`` lines are all this reads), with a bearer token if it has one.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 import urllib.request
 from typing import Any
-
-import yaml
 
 #: The bench's snapshot: five rows, four answered right (see opbench.objects.CAPITALS).
 SCORES = [1.0, 1.0, 0.0, 1.0, 1.0]
@@ -39,15 +39,15 @@ def _server() -> tuple[str, dict[str, str]]:
     if not path:
         raise SystemExit("standin: no $KUBECONFIG")
     with open(path, encoding="utf-8") as handle:
-        config = yaml.safe_load(handle)
-    context_name = config.get("current-context")
-    context = next(c["context"] for c in config["contexts"] if c["name"] == context_name)
-    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+        config = handle.read()
+    server = re.search(r"^\s*server:\s*['\"]?([^'\"\s]+)", config, re.MULTILINE)
+    if server is None:
+        raise SystemExit(f"standin: no server in {path}")
     headers = {"Content-Type": "application/merge-patch+json"}
-    for user in config.get("users") or []:
-        if user["name"] == context.get("user") and (user.get("user") or {}).get("token"):
-            headers["Authorization"] = f"Bearer {user['user']['token']}"
-    return str(cluster["server"]).rstrip("/"), headers
+    token = re.search(r"^\s*token:\s*['\"]?([^'\"\s]+)", config, re.MULTILINE)
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token.group(1)}"
+    return server.group(1).rstrip("/"), headers
 
 
 def _patch_status(run: str, status: dict[str, Any]) -> None:

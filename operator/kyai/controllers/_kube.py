@@ -169,9 +169,9 @@ class KubeClient:
             raise
 
     async def list(
-        self, kind: str, namespace: str, *, label_selector: str | None = None
+        self, kind: str, namespace: str | None, *, label_selector: str | None = None
     ) -> list[dict[str, Any]]:
-        """The objects of a kind in a namespace."""
+        """The objects of a kind in a namespace (None: in every namespace)."""
         params = {"labelSelector": label_selector} if label_selector else None
         result = await self.request("GET", resource_path(kind, namespace), params=params)
         items: list[dict[str, Any]] = result.get("items", [])
