@@ -21,10 +21,11 @@ import hashlib
 import json
 import os
 import re
+import socket
 import sys
 import time
-import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
 #: The bench's snapshot: five rows, four answered right (see opbench.objects.CAPITALS).
 SCORES = [1.0, 1.0, 0.0, 1.0, 1.0]
@@ -50,17 +51,39 @@ def _server() -> tuple[str, dict[str, str]]:
     return server.group(1).rstrip("/"), headers
 
 
+def _request(url: str, body: bytes, headers: dict[str, str]) -> None:
+    """One PATCH. Plain HTTP (the devcluster's) over a socket: urllib's and http.client's
+    imports alone cost 30 ms of CPU a process, more than the rest of the stand-in."""
+    parts = urlsplit(url)
+    if parts.scheme != "http":
+        import urllib.request
+
+        request = urllib.request.Request(url, data=body, headers=headers, method="PATCH")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+        return
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    head = [f"PATCH {parts.path} HTTP/1.1", f"Host: {host}:{port}", "Connection: close",
+            f"Content-Length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]  # fmt: skip
+    with socket.create_connection((host, port), timeout=30) as conn:
+        conn.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    status = answer.split(b"\r\n", 1)[0].split()
+    if len(status) < 2 or not status[1].startswith(b"2"):
+        raise OSError(f"HTTP {status[1:2]!r}: {answer[-300:]!r}")
+
+
 def _patch_status(run: str, status: dict[str, Any]) -> None:
     namespace, name = run.split("/", 1)
     server, headers = _server()
     url = f"{server}/apis/kyai.io/v1alpha1/namespaces/{namespace}/evaluationruns/{name}/status"
     body = json.dumps({"status": status}).encode()
     for attempt in range(5):
-        request = urllib.request.Request(url, data=body, headers=headers, method="PATCH")
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                response.read()
-                return
+            _request(url, body, headers)
+            return
         except OSError as exc:
             if attempt == 4:
                 raise SystemExit(f"standin: cannot report to {url}: {exc}") from exc
