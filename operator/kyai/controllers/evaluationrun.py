@@ -337,6 +337,8 @@ class RunReconciler:
                 active_deadline_seconds=spec.jobs.active_deadline_seconds,
             )  # fmt: skip
             current, _ = await self.svc.kube.create(manifest)
+            # Its pods are looked at once the grace is over (then at every resync tick).
+            look_later(self.svc, self.namespace, self.name, START_GRACE_SECONDS + 1)
         state, message = job_state(current)
         if state == "failed":
             said = failure_message(await self._job_pods(job))
@@ -552,6 +554,36 @@ async def resync_run(svc: Services, namespace: str, name: str) -> bool:
         if run is not None:
             await _step(RunReconciler(svc, run))
         return True
+
+
+_pending_looks: set[asyncio.Task[bool]] = set()
+
+
+def look_later(svc: Services, namespace: str, name: str, delay: float) -> None:
+    """A :func:`resync_run` of the run ``delay`` seconds from now, unless it has finished.
+
+    As the per-run timer did for a new Job: a worker pod that cannot start is reported
+    about ``START_GRACE_SECONDS`` after its Job was made, well before its deadline, whatever
+    the phase of the resync loop's ticks. A run finished by then (dropped from the cache)
+    costs nothing.
+    """
+
+    def fire() -> None:
+        if (KIND, namespace, name) not in svc.seen:
+            return
+        task = asyncio.ensure_future(_look(svc, namespace, name))
+        _pending_looks.add(task)
+        task.add_done_callback(_pending_looks.discard)
+
+    asyncio.get_running_loop().call_later(delay, fire)
+
+
+async def _look(svc: Services, namespace: str, name: str) -> bool:
+    try:
+        return await resync_run(svc, namespace, name)
+    except KubeError as error:  # the resync loop tries again
+        log.warning("look at run %s/%s: %s", namespace, name, error)
+        return False
 
 
 def _is_finished(job: Mapping[str, Any]) -> bool:

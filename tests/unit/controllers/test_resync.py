@@ -11,7 +11,7 @@ from typing import Any
 
 from kyai.builders import evaluation as build
 from kyai.controllers._services import NEW, NORMAL, URGENT, Slots
-from kyai.controllers.evaluationrun import needs_resync, reconcile_run, resync_runs
+from kyai.controllers.evaluationrun import look_later, needs_resync, reconcile_run, resync_runs
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_worker_pods import NS, RUN_NAME, run_object, stamp, step, world
@@ -138,3 +138,21 @@ def test_the_cache_keeps_the_newest_copy_and_drops_finished_runs() -> None:
     secret = {"kind": "Secret", "metadata": {"name": "s", "namespace": NS}}
     svc.remember(secret)  # not a cached kind
     assert ("Secret", NS, "s") not in svc.seen
+
+
+async def test_a_new_job_is_looked_at_again_unless_its_run_has_finished() -> None:
+    svc, kube = world()
+    kube.put(run_object())
+    await reconcile_run(svc, NS, RUN_NAME)
+    gen = build.generation_job_name(RUN_NAME)
+    kube.objects[("Job", NS, gen)]["status"] = {
+        "conditions": [{"type": "Complete", "status": "True"}]
+    }
+    cached = svc.seen.pop(("EvaluationRun", NS, RUN_NAME))
+    look_later(svc, NS, RUN_NAME, 0.01)  # as if finished meanwhile: not looked at
+    await asyncio.sleep(0.1)
+    assert kube.objects[("EvaluationRun", NS, RUN_NAME)]["status"]["phase"] == "Generating"
+    svc.seen[("EvaluationRun", NS, RUN_NAME)] = cached
+    look_later(svc, NS, RUN_NAME, 0.01)
+    await asyncio.sleep(0.1)
+    assert kube.objects[("EvaluationRun", NS, RUN_NAME)]["status"]["phase"] == "Judging"
