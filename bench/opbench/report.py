@@ -123,7 +123,8 @@ def handler_calls(text: str) -> dict[str, int]:
 ACCESS_LINE = re.compile(r'"([A-Z]+) (\S+) HTTP/[\d.]+" (\d+) \S+ "[^"]*" "([^"]*)"')
 CLIENTS = (
     ("kyai-bench", "bench"),
-    ("python-httpx", "operator (its REST client)"),
+    ("kyai-operator", "operator (its REST client)"),
+    ("python-httpx", "operator (its REST client)"),  # before it was on aiohttp
     ("kopf", "operator (kopf)"),
     ("OpenAPI-Generator", "workers"),
     ("kubectl", "kubectl"),
