@@ -22,6 +22,13 @@ Context printed with them: the operator's run-queue wait (schedstat), runnable p
 the host, the API server's latency for one GET a second, the devcluster's and the workers'
 CPU, and how often each kopf handler ran (from the operator's log).
 
+After the burst, ``--after-burst`` runs (default 20) are created one at a time, each once
+the one before has finished, with the burst's runs still in the namespace: their latencies
+are the operator's own once the burst is absorbed (a burst of 1,000 creates in seconds is
+what an Argo CD sync does; no operator creates 1,000 Jobs in that time, so the burst's
+latencies measure the queue). Printed with them: the burst's creates/s, generation Jobs/s
+and runs finished/s.
+
 ``--quick`` is 10 runs over 2 Workloads. The bench stops by itself after ``--timeout``
 seconds (default 600, set-up included) and says so. Figures go to ``bench/out/`` as JSON
 (with every run's timeline), next to the logs of the operator, the devcluster and the double.
@@ -97,6 +104,8 @@ class Bench:
         self.deadline: float = time.monotonic() + args.timeout
         self.children: list[Child] = []
         self.observed = Observed(runs={run_name(i): RunTimes() for i in range(args.runs)})
+        self.late: dict[str, RunTimes] = {}  # the runs created one by one after the burst
+        self.last_create: float | None = None
         self.operator: Child | None = None
         self.devcluster: Child | None = None
         self.baseline: Usage | None = None
@@ -139,7 +148,7 @@ class Bench:
             [sys.executable, "-m", "kyai.cli", "devcluster", "--port", "0",
              "--kubeconfig", str(kubeconfig), "--workdir", str(self.workdir / "cluster"),
              "--local-image", WORKER_IMAGE, *(["--verbose"] if self.args.access_log else []),
-             *(["--entrypoint", f"{sys.executable} {STANDIN}"] if self.args.standin else [])],
+             *(["--entrypoint", f"{sys.executable} -I -S {STANDIN}"] if self.args.standin else [])],
             self.workdir / "devcluster.log",
             dict(os.environ),
         )  # fmt: skip
@@ -277,6 +286,7 @@ class Bench:
         self.first_create = time.monotonic()
         print(f"creating {args.runs} EvaluationRuns ...", flush=True)
         await guarded(asyncio.gather(*(create_run(i) for i in range(args.runs))), watches)
+        self.last_create = time.monotonic()
         last_report = last_sample = time.monotonic()
         while not all(times.done for times in self.observed.runs.values()):
             assert self.operator is not None and self.devcluster is not None
@@ -298,6 +308,20 @@ class Bench:
                 last_report = time.monotonic()
             await guarded(asyncio.sleep(0.2), watches)
         print(self.progress(), flush=True)
+        if args.after_burst:
+            print(f"then {args.after_burst} runs one at a time ...", flush=True)
+        for index in range(args.runs, args.runs + args.after_burst):
+            body = run_body(index, args.workloads, self.double_url)
+            name = f"late-{index:04d}"
+            body["metadata"]["name"] = name
+            times = self.late[name] = self.observed.run(name)
+            times.created = await self.create(http, path, body)
+            while not times.done:
+                assert self.operator is not None
+                self.operator.check_alive()
+                if self.remaining() <= 0:
+                    raise BenchTimeout(f"The time budget is used up waiting for {name}.")
+                await guarded(asyncio.sleep(0.05), watches)
 
     def progress(self) -> str:
         phases = Counter(
@@ -338,8 +362,9 @@ class Bench:
                 shutil.copy(child.log, OUT / f"bench-operator-{self.stamp}-{child.log.name}")
 
     def result(self, timed_out: str | None, devcluster: Usage | None) -> Result:
-        runs = self.observed.runs
+        runs = {name: t for name, t in self.observed.runs.items() if name not in self.late}
         values = list(runs.values())
+        late = list(self.late.values())
         latencies = [
             latency(
                 "run created -> generation Job exists",
@@ -370,6 +395,22 @@ class Bench:
             ),
             latency("(context) API server: create a run", ((0.0, d) for d in self.api_create_s)),
             latency("(context) API server: GET a run (1/s)", ((0.0, d) for d in self.api_get_s)),
+            latency(
+                "after the burst: run created -> generation Job",
+                ((t.created, t.generation_job) for t in late),
+            ),
+            latency(
+                "after the burst: gen. Job Complete -> Judging",
+                ((t.generation_complete, t.judging) for t in late),
+            ),
+            latency(
+                "after the burst: judge Job Complete -> Succeeded",
+                ((t.judge_complete, t.succeeded) for t in late),
+            ),
+            latency(
+                "after the burst: run created -> Succeeded",
+                ((t.created, t.succeeded) for t in late),
+            ),
         ]
         finished = [t.succeeded or t.failed for t in values if t.done]
         wall = (
@@ -377,7 +418,7 @@ class Bench:
             if finished and self.first_create is not None and len(finished) == len(values)
             else None
         )
-        failed = {name: t.message for name, t in runs.items() if t.failed is not None}
+        failed = {name: t.message for name, t in self.observed.runs.items() if t.failed is not None}
         unfinished = {
             name: f"phases {' -> '.join(t.phases) or '(none)'}; {t.message}"
             for name, t in runs.items()
@@ -405,6 +446,9 @@ class Bench:
         log_counts, log_messages = summarize_log(log_text)
         writes = sorted(t.status_writes for t in values)
         context: dict[str, Any] = {
+            **self.throughput(values),
+            "after_burst_succeeded": sum(t.succeeded is not None for t in late),
+            "after_burst_runs": len(late),
             "jobs": len(self.final_jobs),
             "worker_pods": len(self.final_pods),
             "job_events": self.observed.job_events,
@@ -440,6 +484,28 @@ class Bench:
             timed_out=timed_out,
             timelines=self.timelines(),
         )
+
+    def throughput(self, values: list[RunTimes]) -> dict[str, float]:
+        """The burst's rates: creates/s (the bench), generation Jobs/s, runs finished/s."""
+        out: dict[str, float] = {}
+        if self.first_create is None:
+            return out
+
+        def rate(times: list[float | None]) -> float | None:
+            seen = [t for t in times if t is not None]
+            assert self.first_create is not None
+            span = max(seen, default=self.first_create) - self.first_create
+            return len(seen) / span if seen and span > 0 else None
+
+        for key, times in (
+            ("creates_per_s", [t.created for t in values]),
+            ("generation_jobs_per_s", [t.generation_job for t in values]),
+            ("runs_finished_per_s", [t.succeeded or t.failed for t in values]),
+        ):
+            value = rate(times)
+            if value is not None:
+                out[key] = round(value, 2)
+        return out
 
     def timelines(self) -> dict[str, dict[str, Any]]:
         """Each run's milestones in seconds after the first create call (for the JSON)."""
@@ -527,6 +593,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="workers replaced by an instant stand-in (bench/opbench/standin.py): the figures "
         "are the operator's, not those of 2 x N worker processes",
     )
+    parser.add_argument(
+        "--after-burst",
+        type=int,
+        default=20,
+        help="runs created one at a time once the burst has finished (20; 0: none)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument(
         "--access-log",
@@ -547,6 +619,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.runs, args.workloads = 10, 2
     if args.runs < 1 or args.workloads < 1 or args.create_concurrency < 1:
         parser.error("--runs, --workloads and --create-concurrency must be at least 1")
+    if args.after_burst < 0:
+        parser.error("--after-burst must be 0 or more")
     return args
 
 
@@ -571,7 +645,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     document = {"args": vars(args), **asdict(result)}
     target.write_text(json.dumps(document, indent=2) + "\n")
     print(f"\nfigures: {target.relative_to(ROOT)}; logs: bench/out/bench-operator-{stamp}-*.log")
-    ok = not result.timed_out and result.succeeded == result.runs
+    ok = (
+        not result.timed_out
+        and result.succeeded == result.runs
+        and result.context.get("after_burst_succeeded") == args.after_burst
+    )
     return 0 if ok else 1
 
 

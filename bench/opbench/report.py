@@ -52,7 +52,15 @@ def render(result: Result) -> str:
     lines += [
         "",
         f"total wall time (first create -> last run finished): {wall}",
-        f"succeeded: {result.succeeded}/{result.runs}",
+        f"succeeded: {result.succeeded}/{result.runs}"
+        + (
+            f"; after the burst {ctx['after_burst_succeeded']}/{ctx['after_burst_runs']}"
+            if ctx.get("after_burst_runs")
+            else ""
+        ),
+        f"burst: the bench created {ctx.get('creates_per_s', '-')} runs/s; the operator made "
+        f"{ctx.get('generation_jobs_per_s', '-')} generation Jobs/s and finished "
+        f"{ctx.get('runs_finished_per_s', '-')} runs/s (each rate from the first create)",
         f"operator: peak RSS (VmHWM) {op.get('peak_rss_mib', 0):.1f} MiB, "
         f"CPU {op.get('cpu_s', 0):.2f} s in all "
         f"({op.get('cpu_during_runs_s', 0):.2f} s while the runs ran; its threads waited "
@@ -115,7 +123,8 @@ def handler_calls(text: str) -> dict[str, int]:
 ACCESS_LINE = re.compile(r'"([A-Z]+) (\S+) HTTP/[\d.]+" (\d+) \S+ "[^"]*" "([^"]*)"')
 CLIENTS = (
     ("kyai-bench", "bench"),
-    ("python-httpx", "operator (its REST client)"),
+    ("kyai-operator", "operator (its REST client)"),
+    ("python-httpx", "operator (its REST client)"),  # before it was on aiohttp
     ("kopf", "operator (kopf)"),
     ("OpenAPI-Generator", "workers"),
     ("kubectl", "kubectl"),

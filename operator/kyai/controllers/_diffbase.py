@@ -32,6 +32,11 @@ class DigestDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
         body: kopf.Body,
         extra_fields: Iterable[Any] | None = None,
     ) -> kopf.BodyEssence:
+        if not extra_fields:
+            # kopf deep-copies the whole body and then drops the status: a run's status (its
+            # conditions, scores, plan) was most of that copy, on every watch event. Without
+            # the status the essence is the same.
+            body = kopf.Body(cast(kopf.RawBody, {k: v for k, v in body.items() if k != "status"}))
         essence = super().build(body=body, extra_fields=extra_fields)
         text = json.dumps(essence, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -3,7 +3,8 @@
 kopf watches and dispatches; the operator's handlers create children, read referenced
 objects and patch statuses. The official ``kubernetes`` client is synchronous, so this
 module keeps its configuration loading (kubeconfig, in-cluster service account, exec and
-token plugins) and speaks the REST API with httpx, asynchronously.
+token plugins) and speaks the REST API with aiohttp (kopf's own HTTP client), asynchronously.
+(It was httpx: at 1,000 runs, httpcore's pool bookkeeping took a third of the operator's CPU.)
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 
 from kyai.constants import GROUP, KINDS, VERSION
 
@@ -38,6 +39,9 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "NetworkPolicy": ("networking.k8s.io/v1", "networkpolicies"),
     **{kind: (f"{GROUP}/{VERSION}", names[0]) for kind, names in KINDS.items()},
 }
+
+#: The operator's REST client as API servers log it.
+USER_AGENT = "kyai-operator"
 
 _IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
@@ -75,18 +79,26 @@ class KubeClient:
         headers: Mapping[str, str] | None = None,
         verify: ssl.SSLContext | bool = True,
         token_file: Path | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int = 64,
     ) -> None:
+        self._base = host.rstrip("/")
+        # Named in the API server's access log (the bench counts the operator's requests).
+        self._headers = {"User-Agent": USER_AGENT, **(headers or {})}
+        self._verify = verify
         self._token_file = token_file
-        self._http = httpx.AsyncClient(
-            base_url=host.rstrip("/"),
-            headers=dict(headers or {}),
-            verify=verify,
-            timeout=httpx.Timeout(30.0),
-            # Many reconciles at once: keep their connections instead of reopening them.
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
-            transport=transport,
-        )
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        """The session, made on first use (inside the running event loop)."""
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=30.0),
+                # Many reconciles at once: keep their connections instead of reopening them.
+                connector=aiohttp.TCPConnector(limit=self._max_connections, ssl=self._verify),
+            )
+        return self._session
 
     @classmethod
     def from_environment(cls) -> KubeClient:
@@ -117,7 +129,8 @@ class KubeClient:
 
     async def aclose(self) -> None:
         """Close the connection pool."""
-        await self._http.aclose()
+        if self._session is not None:
+            await self._session.close()
 
     async def request(
         self,
@@ -133,30 +146,28 @@ class KubeClient:
         if self._token_file is not None and self._token_file.exists():
             headers["Authorization"] = f"Bearer {self._token_file.read_text().strip()}"
         try:
-            response = await self._http.request(
+            async with self._client().request(
                 method,
-                path,
-                content=None if body is None else json.dumps(body),
+                self._base + path,
+                data=None if body is None else json.dumps(body),
                 headers=headers,
-                params=params,
-            )
-        except httpx.HTTPError as exc:
+                params=dict(params) if params else None,
+            ) as response:
+                code, content = response.status, await response.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise KubeError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 300:
+        if code >= 300:
+            text = content.decode(errors="replace")
             try:
-                status = response.json()
-                message = status.get("message") or response.text
+                status = json.loads(content)
+                message = status.get("message") or text
                 reason = status.get("reason") or ""
             except (json.JSONDecodeError, AttributeError):
-                message, reason = response.text, ""
-            raise KubeError(
-                f"{method} {path}: HTTP {response.status_code}: {message}",
-                status=response.status_code,
-                reason=reason,
-            )
-        if not response.content:
+                message, reason = text, ""
+            raise KubeError(f"{method} {path}: HTTP {code}: {message}", status=code, reason=reason)
+        if not content:
             return {}
-        result: dict[str, Any] = response.json()
+        result: dict[str, Any] = json.loads(content)
         return result
 
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -169,9 +180,9 @@ class KubeClient:
             raise
 
     async def list(
-        self, kind: str, namespace: str, *, label_selector: str | None = None
+        self, kind: str, namespace: str | None, *, label_selector: str | None = None
     ) -> list[dict[str, Any]]:
-        """The objects of a kind in a namespace."""
+        """The objects of a kind in a namespace (None: in every namespace)."""
         params = {"labelSelector": label_selector} if label_selector else None
         result = await self.request("GET", resource_path(kind, namespace), params=params)
         items: list[dict[str, Any]] = result.get("items", [])

@@ -18,7 +18,7 @@ from kyai.builders import evaluation as build
 from kyai.builders import spec_hash, worker_args
 from kyai.builders.lmeval import LmEvalPlan, lmeval_job_name, lmeval_plan
 from kyai.controllers import _conditions as c
-from kyai.controllers._inuse import protect, references, release_references, to_protect
+from kyai.controllers._inuse import protect, to_protect
 from kyai.controllers._plan import Invalid, Waiting, _key_secret, _ready_reference
 from kyai.controllers._pods import failure_message, job_state
 from kyai.controllers._status import Change, spec_changed
@@ -205,7 +205,7 @@ async def succeed(
         update.metrics = {**metrics, **missing}
     await r.writer.patch(update)
     r.writer.event("Normal", c.SUCCEEDED, message)
-    await release_references(r.svc, r.namespace, references(r.run))
+    await r.release_held()
 
 
 async def reconcile_lmeval(r: RunReconciler, spec: EvaluationRunSpec) -> None:

@@ -197,7 +197,7 @@ async def resolve_judges(
 async def _judge_workload(
     svc: Services, namespace: str, judge: JudgeSpec, workload_name: str
 ) -> LLMJudgePlan:
-    workload = await svc.kube.get("Workload", namespace, workload_name)
+    workload = await svc.cached("Workload", namespace, workload_name)
     if workload is None:
         raise Waiting(c.JUDGE_NOT_READY, f"the judge Workload {workload_name} does not exist")
     if not _ready(workload):
@@ -327,7 +327,7 @@ async def _ready_reference(
     svc: Services, kind: str, namespace: str, name: str, reasons: tuple[str, str]
 ) -> dict[str, Any]:
     """The Workload or Snapshot ``name`` once it is Ready (else Waiting)."""
-    obj = await svc.kube.get(kind, namespace, name)
+    obj = await svc.cached(kind, namespace, name)
     if obj is None:
         raise Waiting(
             reasons[0],

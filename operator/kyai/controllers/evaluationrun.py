@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+import fnmatch
+import logging
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,12 +27,21 @@ from kyai.builders import label_value, spec_hash, worker_args
 from kyai.builders.plan import LLMJudgePlan, Plan
 from kyai.constants import LABEL_COMPONENT, LABEL_RUN
 from kyai.controllers import _conditions as c
-from kyai.controllers._inuse import protect, references, release_references, to_protect
+from kyai.controllers._inuse import (
+    ENGINE_ARGS,
+    engine_args_of,
+    protect,
+    references,
+    release_references,
+    to_protect,
+)
 from kyai.controllers._kube import KubeError
 from kyai.controllers._plan import KIND, Invalid, Waiting, missing_secret, resolve_plan
 from kyai.controllers._pods import failure_message, first_trouble, job_state, parse_time
-from kyai.controllers._services import Services
+from kyai.controllers._services import NORMAL, Services
 from kyai.controllers._status import Change, StatusWriter, spec_changed
+
+log = logging.getLogger(__name__)
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -80,11 +91,21 @@ def threshold_condition(
 class RunReconciler:
     """The state machine of one EvaluationRun: Pending → Generating → Judging → done."""
 
-    def __init__(self, svc: Services, run: dict[str, Any]) -> None:
+    def __init__(
+        self, svc: Services, run: dict[str, Any], jobs: Iterable[Mapping[str, Any]] = ()
+    ) -> None:
         self.svc = svc
-        self.writer = StatusWriter(svc, run, on_patched=svc.metrics.observe)
+        self.writer = StatusWriter(svc, run, on_patched=self._patched)
         self.name = self.writer.name
         self.namespace = self.writer.namespace
+        #: Jobs of the run as a watch event just delivered them (no GET needed for those).
+        self.jobs: dict[str, Mapping[str, Any]] = {
+            str(job["metadata"]["name"]): job for job in jobs
+        }
+
+    def _patched(self, body: dict[str, Any]) -> None:
+        self.svc.metrics.observe(body)
+        self.svc.remember(body)
 
     @property
     def run(self) -> Mapping[str, Any]:
@@ -116,7 +137,27 @@ class RunReconciler:
         """End the run Failed."""
         await self._set_phase("Failed", reason, message, progressing=False, completed_at=c.now())
         self.writer.event("Warning", reason, message)
-        await release_references(self.svc, self.namespace, references(self.run))
+        await self.release_held()
+
+    async def release_held(self) -> None:
+        """The finished run's references: free those being deleted.
+
+        The others keep their in-use finalizer (that they are not being deleted is known from
+        the watch: no GET for them).
+        """
+        refs = [ref for ref in references(self.run) if self._maybe_deleted(*ref)]
+        await release_references(self.svc, self.namespace, refs)
+
+    def _maybe_deleted(self, kind: str, name: str) -> bool:
+        """Whether ``name`` (or, for a Workload, the EngineArgsSet it names) may be being deleted.
+
+        Not in the cache: unknown, so yes (``release_references`` reads it).
+        """
+        obj = self.svc.seen.get((kind, self.namespace, name))
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return True
+        engine_args = engine_args_of(obj) if kind == "Workload" else None
+        return engine_args is not None and self._maybe_deleted(ENGINE_ARGS, engine_args)
 
     async def report_forbidden(self, error: KubeError) -> None:
         """Say on the run that the API refused the operator a call (RBAC), once; kopf retries.
@@ -172,11 +213,14 @@ class RunReconciler:
         if current.phase not in ("Generating", "Judging"):
             return
         plan = Plan.from_status(current.plan)
+        judging = current.phase == "Judging"
         if current.phase == "Generating":
             # Just started: its Jobs cannot exist yet (they are made only once it is started).
             await self._generating(plan, spec, fresh=started)
         if self.current().phase == "Judging":
-            await self._judging(plan, spec)
+            # Just judging (or just started judging stored answers): no judge Job yet (it is
+            # made only once the run says Judging).
+            await self._judging(plan, spec, fresh=started or not judging)
 
     async def _wait(self, wait: Waiting) -> None:
         current = self.current()
@@ -230,9 +274,18 @@ class RunReconciler:
         )  # fmt: skip
         self.writer.event("Normal", reason, message)
 
-    async def _ensure_common(self, plan: Plan, spec: EvaluationRunSpec) -> None:
-        """What a Job needs: worker RBAC, the PVC, the judge's key, graders and their fence."""
+    async def _ensure_common(self, plan: Plan, spec: EvaluationRunSpec, *, judge: bool) -> None:
+        """What a Job needs: worker RBAC, the PVC, the judge's key, graders and their fence.
+
+        All but the judge's key are made before the generation Job; the judge Job of a run
+        that generated (its generation Job succeeded) needs only the key checked.
+        """
         kube = self.svc.kube
+        llm = plan.judges.llm
+        if judge and plan.generate:
+            if llm is not None and llm.copy_secret_from is not None and llm.secret is not None:
+                await self._copy_judge_secret(llm)
+            return
         wanted = list(build.worker_rbac(self.run))
         if plan.own_claim and plan.generate:
             storage = spec.storage
@@ -248,7 +301,6 @@ class RunReconciler:
             wanted.append(build.graders_config_map(self.run, plan.judges.graders, plan.preprocess))
         # Independent of each other: created side by side (one round trip, not six).
         await asyncio.gather(*(kube.ensure(obj) for obj in wanted))
-        llm = plan.judges.llm
         if llm is not None and llm.copy_secret_from is not None and llm.secret is not None:
             await self._copy_judge_secret(llm)
 
@@ -281,11 +333,13 @@ class RunReconciler:
         ``current`` is the Job when the caller has just read it (None: read it here, unless
         ``known_missing``).
         """
+        if current is None:
+            current = self.jobs.get(job.name)
         if current is None and not known_missing:
             current = await self.svc.kube.get("Job", self.namespace, job.name)
         if current is None:
             # What the Job needs is made right before it, once per Job (not every reconcile).
-            await self._ensure_common(plan, spec)
+            await self._ensure_common(plan, spec, judge=job.component != "generate")
             settings = self.svc.settings
             manifest = build.worker_job(
                 self.run, job,
@@ -296,6 +350,8 @@ class RunReconciler:
                 active_deadline_seconds=spec.jobs.active_deadline_seconds,
             )  # fmt: skip
             current, _ = await self.svc.kube.create(manifest)
+            # Its pods are looked at once the grace is over (then at every resync tick).
+            look_later(self.svc, self.namespace, self.name, START_GRACE_SECONDS + 1)
         state, message = job_state(current)
         if state == "failed":
             said = failure_message(await self._job_pods(job))
@@ -370,7 +426,7 @@ class RunReconciler:
             await self._set_phase("Judging", c.JUDGING, text, progressing=True)
             self.writer.event("Normal", c.JUDGING, text)
 
-    async def _judging(self, plan: Plan, spec: EvaluationRunSpec) -> None:
+    async def _judging(self, plan: Plan, spec: EvaluationRunSpec, *, fresh: bool) -> None:
         args = worker_args.judge_args(
             plan.judges,
             namespace=self.namespace,
@@ -381,10 +437,14 @@ class RunReconciler:
         if spec.embedding_model:  # model_backed graders' ctx.embeddings_create(model="auto")
             args += ["--embedding-model", spec.embedding_model]
         job = build.judge_job(self.name, plan.judges, args)
-        existing = await self.svc.kube.get("Job", self.namespace, job.name)
+        existing = self.jobs.get(job.name)
+        if existing is None and not fresh:
+            existing = await self.svc.kube.get("Job", self.namespace, job.name)
         if existing is None and not await self._judge_secret_ready(plan):
             return
-        if await self._job_outcome(job, spec, plan, c.JUDGING_FAILED, "judge", existing):
+        if await self._job_outcome(
+            job, spec, plan, c.JUDGING_FAILED, "judge", existing, known_missing=existing is None
+        ):
             await self._complete(spec)
 
     async def _judge_secret_ready(self, plan: Plan) -> bool:
@@ -443,13 +503,24 @@ class RunReconciler:
         await succeed(self, spec, message, status.metrics or {}, passed)
 
 
-async def reconcile_run(svc: Services, namespace: str, name: str) -> None:
-    """Fetch the run and take one step; nothing to do when it is gone."""
-    async with svc.locked(KIND, namespace, name):
-        run = await svc.kube.get(KIND, namespace, name)
+async def reconcile_run(
+    svc: Services,
+    namespace: str,
+    name: str,
+    *,
+    job: Mapping[str, Any] | None = None,
+    priority: int = NORMAL,
+) -> None:
+    """Take one step of the run as last seen; nothing to do when it is gone.
+
+    ``job`` is one of its Jobs as a watch event delivered it (the step does not read it
+    again); ``priority`` orders the steps waiting for a reconcile slot.
+    """
+    async with svc.locked(KIND, namespace, name, priority=priority):
+        run = await svc.cached(KIND, namespace, name)
         if run is None:
             return
-        await _step(RunReconciler(svc, run))
+        await _step(RunReconciler(svc, run, () if job is None else (job,)))
 
 
 async def _step(reconciler: RunReconciler) -> None:
@@ -464,15 +535,131 @@ async def _step(reconciler: RunReconciler) -> None:
     await reconciler.clear_forbidden()
 
 
-async def resync_run(svc: Services, namespace: str, name: str) -> None:
+async def resync_run(svc: Services, namespace: str, name: str) -> bool:
     """The periodic look at a run: only when the operator is idle enough to take it at once.
 
     At 1,000 runs, resyncs queued behind each other delayed the reconciles that Job events
-    ask for by minutes; a skipped resync is taken at the next tick.
+    ask for by minutes; a skipped resync is taken at the next tick. True when it was taken.
+    The run is read afresh (the resync is what catches an event the watch lost).
     """
     async with svc.locked_if_idle(KIND, namespace, name) as idle:
         if not idle:
-            return
+            return False
         run = await svc.kube.get(KIND, namespace, name)
         if run is not None:
             await _step(RunReconciler(svc, run))
+        return True
+
+
+_pending_looks: set[asyncio.Task[bool]] = set()
+
+
+def look_later(svc: Services, namespace: str, name: str, delay: float) -> None:
+    """A :func:`resync_run` of the run ``delay`` seconds from now, unless it has finished.
+
+    As the per-run timer did for a new Job: a worker pod that cannot start is reported
+    about ``START_GRACE_SECONDS`` after its Job was made, well before its deadline, whatever
+    the phase of the resync loop's ticks. A run finished by then (dropped from the cache)
+    costs nothing.
+    """
+
+    def fire() -> None:
+        if (KIND, namespace, name) not in svc.seen:
+            return
+        task = asyncio.ensure_future(_look(svc, namespace, name))
+        _pending_looks.add(task)
+        task.add_done_callback(_pending_looks.discard)
+
+    asyncio.get_running_loop().call_later(delay, fire)
+
+
+async def _look(svc: Services, namespace: str, name: str) -> bool:
+    try:
+        return await resync_run(svc, namespace, name)
+    except KubeError as error:  # the resync loop tries again
+        log.warning("look at run %s/%s: %s", namespace, name, error)
+        return False
+
+
+def _is_finished(job: Mapping[str, Any]) -> bool:
+    return job_state(job)[0] in ("succeeded", "failed")
+
+
+def needs_resync(
+    run: Mapping[str, Any], jobs: Mapping[str, Mapping[str, Any]], *, now: datetime
+) -> bool:
+    """Whether the periodic resync must look at ``run``.
+
+    ``jobs`` are the run Jobs of its namespace by name, as just listed.
+
+    What the per-run timer it replaces caught, without a GET for the runs that are simply
+    waiting for a running Job: a run that waits (Pending: a Workload, Snapshot or Secret;
+    its Stalled condition comes due), a run not looked at yet long after its creation (a lost
+    event), a refused API call to retry, a phase's Job that is missing (the judge waiting for
+    its Secret) or finished (a lost Job event), a Job whose pod has not started in time
+    (reported on the run; the deadline fails it) or had not and may have now.
+    """
+    meta = run.get("metadata") or {}
+    status = run.get("status") or {}
+    phase = status.get("phase")
+    if phase in TERMINAL or meta.get("deletionTimestamp"):
+        return False
+    if phase not in ("Generating", "Judging"):
+        created = parse_time(meta.get("creationTimestamp"))
+        # Not looked at yet: its create event's, unless that was a while ago.
+        return phase is not None or created is None or (now - created).total_seconds() > 10
+    conditions = status.get("conditions")
+    degraded = c.get_condition(conditions, c.DEGRADED) or {}
+    if degraded.get("reason") == c.FORBIDDEN and degraded.get("status") == "True":
+        return True
+    if (c.get_condition(conditions, c.READY) or {}).get("reason") == c.WORKER_NOT_STARTING:
+        return True
+    name = status.get("generationJob") if phase == "Generating" else status.get("judgeJob")
+    job = jobs.get(str(name)) if name else None
+    return job is None or _is_finished(job) or _may_be_stuck(job)
+
+
+async def resync_runs(svc: Services) -> int:
+    """One look at every unfinished run the operator watches; how many were reconciled.
+
+    Two LISTs (runs, run Jobs) per namespace, then a reconcile of only the runs
+    :func:`needs_resync` picks.
+    """
+    patterns = svc.settings.namespaces
+    plain = all(not any(ch in ns for ch in "*?[!") for ns in patterns)
+    scopes: list[str | None] = list(patterns) if patterns and plain else [None]
+    looked = 0
+    now = datetime.now(UTC)
+    for scope in scopes:
+        runs = await svc.kube.list(KIND, scope)
+        listed = await svc.kube.list("Job", scope, label_selector=LABEL_RUN)
+        jobs: dict[str, dict[str, Mapping[str, Any]]] = {}
+        for job in listed:
+            meta = job["metadata"]
+            jobs.setdefault(meta["namespace"], {})[meta["name"]] = job
+        for run in runs:
+            meta = run["metadata"]
+            namespace, name = str(meta["namespace"]), str(meta["name"])
+            if patterns and not plain and not any(fnmatch.fnmatch(namespace, p) for p in patterns):
+                continue
+            if needs_resync(run, jobs.get(namespace, {}), now=now):
+                try:
+                    looked += await resync_run(svc, namespace, name)
+                except KubeError as error:  # one run's trouble does not stop the others'
+                    log.warning("resync of run %s/%s: %s", namespace, name, error)
+    return looked
+
+
+async def resync_forever(svc: Services, interval: float) -> None:
+    """:func:`resync_runs` every ``interval`` seconds, the first ``interval`` after start.
+
+    (The create events come first.) An error is logged and the next tick tries again.
+    """
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await resync_runs(svc)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("the periodic resync of the runs failed; retrying in %g s", interval)

@@ -447,7 +447,7 @@ class DeploymentController(Controller):
         replicas = int(spec.get("replicas", 1))
         template = copy.deepcopy(spec.get("template") or {})
         template_hash = pod_template_hash(template)
-        owned = [rs for rs in self.store.objects(replicasets, namespace) if controlled_by(rs, uid)]
+        owned = self.store.controlled(replicasets, uid)
         current = next(
             (
                 rs
@@ -499,7 +499,7 @@ class DeploymentController(Controller):
                 updated = copy.deepcopy(rs)
                 updated["spec"]["replicas"] = 0
                 self.store.write_spec(replicasets, rs, updated)
-        owned = [rs for rs in self.store.objects(replicasets, namespace) if controlled_by(rs, uid)]
+        owned = self.store.controlled(replicasets, uid)
 
         def total(field: str, sets: list[Obj]) -> int:
             return sum(int((rs.get("status") or {}).get(field, 0)) for rs in sets)
@@ -598,10 +598,8 @@ class ReplicaSetController(Controller):
         wanted = int(spec.get("replicas", 1))
         live = [
             pod
-            for pod in self.store.objects(pods, namespace)
-            if controlled_by(pod, uid)
-            and not meta(pod).get("deletionTimestamp")
-            and not _pod_finished(pod)
+            for pod in self.store.controlled(pods, uid)
+            if not meta(pod).get("deletionTimestamp") and not _pod_finished(pod)
         ]
         template = spec.get("template") or {}
         for _ in range(wanted - len(live)):
@@ -622,8 +620,8 @@ class ReplicaSetController(Controller):
                 self.store.delete(pods, namespace, meta(pod)["name"])
         live = [
             pod
-            for pod in self.store.objects(pods, namespace)
-            if controlled_by(pod, uid) and not meta(pod).get("deletionTimestamp")
+            for pod in self.store.controlled(pods, uid)
+            if not meta(pod).get("deletionTimestamp")
         ]
         labels_selector = selector_from_object(spec.get("selector"))
         ready = sum(1 for pod in live if _pod_ready(pod))
@@ -680,7 +678,7 @@ class JobController(Controller):
         uid = meta(job)["uid"]
         now = time.time()
         now_text = now_rfc3339()
-        pods = [p for p in self.store.objects(pods_rt, namespace) if controlled_by(p, uid)]
+        pods = self.store.controlled(pods_rt, uid)
         counted = self._counted.setdefault(uid, {})
         for pod in pods:
             pod_status = pod.get("status") or {}

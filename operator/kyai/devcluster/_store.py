@@ -58,6 +58,14 @@ def random_suffix(length: int = 5) -> str:
     return "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(length))
 
 
+def _controller_uid(obj: Obj) -> str | None:
+    """The uid of the controller ownerReference of ``obj``, if it has one."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("uid"):
+            return str(ref["uid"])
+    return None
+
+
 def meta(obj: Obj) -> Obj:
     """``obj["metadata"]`` (created if absent)."""
     metadata = obj.get("metadata")
@@ -144,6 +152,9 @@ class Store:
         self.registry = Registry()
         self._objects: dict[tuple[str, str], dict[Key, Obj]] = {}
         self._uids: dict[str, tuple[tuple[str, str], Key]] = {}
+        #: Keys of the objects that name a controller, by (its uid, their group/resource):
+        #: controllers find a Job's pods without scanning every pod (O(n^2) at 2,000 pods).
+        self._controlled: dict[tuple[str, tuple[str, str]], set[Key]] = {}
         self._rv = 1
         self._history: deque[Event] = deque()
         self._history_limit = history_limit
@@ -188,12 +199,19 @@ class Store:
         meta(obj)["resourceVersion"] = str(self._rv)
         bucket = self._bucket(rt)
         key = self._key(rt, meta(obj).get("namespace"), meta(obj)["name"])
+        owner = _controller_uid(obj)
         if kind == "DELETED":
             bucket.pop(key, None)
             self._uids.pop(meta(obj).get("uid", ""), None)
+            if owner is not None:
+                self._controlled.get((owner, rt.group_resource), set()).discard(key)
         else:
             bucket[key] = obj
             self._uids[meta(obj)["uid"]] = (rt.group_resource, key)
+            if owner is not None:
+                self._controlled.setdefault((owner, rt.group_resource), set()).add(key)
+        if old is not None and (former := _controller_uid(old)) not in (None, owner):
+            self._controlled.get((former, rt.group_resource), set()).discard(key)
         event = Event(kind, rt.group_resource, obj, old, self._rv)
         self._history.append(event)
         while len(self._history) > self._history_limit:
@@ -243,6 +261,15 @@ class Store:
         group_resource, key = located
         obj = self._objects.get(group_resource, {}).get(key)
         return (group_resource, obj) if obj is not None else None
+
+    def controlled(self, rt: ResourceType, uid: str) -> list[Obj]:
+        """Stored objects of ``rt`` (not copies) whose controller has ``uid``, by key."""
+        keys = self._controlled.get((uid, rt.group_resource))
+        if not keys:
+            return []
+        bucket = self._bucket(rt)
+        found = [(key, bucket.get(key)) for key in sorted(keys)]
+        return [obj for _, obj in found if obj is not None and _controller_uid(obj) == uid]
 
     def objects(
         self,

@@ -50,14 +50,17 @@ class MemoryKube:
         return copy.deepcopy(found) if found is not None else None
 
     async def list(
-        self, kind: str, namespace: str, *, label_selector: str | None = None
+        self, kind: str, namespace: str | None, *, label_selector: str | None = None
     ) -> list[dict[str, Any]]:
-        wanted = dict(part.split("=", 1) for part in (label_selector or "").split(",") if part)
+        parts = [part for part in (label_selector or "").split(",") if part]
+        wanted = dict(part.split("=", 1) for part in parts if "=" in part)
+        present = [part for part in parts if "=" not in part]  # "key": the label exists
         return [
             copy.deepcopy(obj)
             for (k, ns, _), obj in self.objects.items()
-            if k == kind and ns == namespace
+            if k == kind and namespace in (None, ns)
             and all(obj["metadata"].get("labels", {}).get(key) == v for key, v in wanted.items())
+            and all(key in obj["metadata"].get("labels", {}) for key in present)
         ]  # fmt: skip
 
     async def create(self, obj: dict[str, Any]) -> tuple[dict[str, Any], bool]:

@@ -1,0 +1,158 @@
+"""The operator at scale: one resync loop for all runs, reconcile slots by priority, the cache."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from kyai.builders import evaluation as build
+from kyai.controllers._services import NEW, NORMAL, URGENT, Slots
+from kyai.controllers.evaluationrun import look_later, needs_resync, reconcile_run, resync_runs
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_worker_pods import NS, RUN_NAME, run_object, stamp, step, world
+
+NOW = datetime.now(UTC)
+
+
+async def test_slots_serve_urgent_waiters_first_then_in_arrival_order() -> None:
+    slots = Slots(1)
+    await slots.acquire()
+    order: list[str] = []
+
+    async def wait(label: str, priority: int) -> None:
+        await slots.acquire(priority)
+        order.append(label)
+        slots.release()
+
+    tasks = [
+        asyncio.create_task(wait(label, priority))
+        for label, priority in (("new-1", NEW), ("normal", NORMAL), ("new-2", NEW), ("job", URGENT))
+    ]
+    await asyncio.sleep(0)
+    cancelled = asyncio.create_task(wait("cancelled", URGENT))
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    assert slots.locked()
+    slots.release()
+    await asyncio.gather(*tasks)
+    assert order == ["job", "normal", "new-1", "new-2"]
+    assert not slots.locked()  # the cancelled waiter did not keep the slot
+
+
+def _run(phase: str | None, *, created_ago: float = 60.0, **status: Any) -> dict[str, Any]:
+    created = (NOW - timedelta(seconds=created_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "metadata": {"name": "r", "namespace": NS, "creationTimestamp": created},
+        "status": {"phase": phase, "generationJob": "r-generate", "judgeJob": "r-judge", **status}
+        if phase
+        else {},
+    }
+
+
+def _job(*, ago: float, finished: str | None = None, ready: int = 0) -> dict[str, Any]:
+    created = (NOW - timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = [{"type": finished, "status": "True"}] if finished else []
+    return {
+        "metadata": {"name": "r-generate", "creationTimestamp": created},
+        "status": {"conditions": conditions, "ready": ready},
+    }
+
+
+def test_the_resync_looks_only_at_runs_that_need_it() -> None:
+    young = {"r-generate": _job(ago=2)}
+    # A running Job, started moments ago: nothing to do (no GET, no reconcile).
+    assert not needs_resync(_run("Generating"), young, now=NOW)
+    # Finished runs, runs being deleted: never.
+    assert not needs_resync(_run("Succeeded"), {}, now=NOW)
+    assert not needs_resync(_run("Failed"), {}, now=NOW)
+    deleting = _run("Generating")
+    deleting["metadata"]["deletionTimestamp"] = stamp()
+    assert not needs_resync(deleting, {}, now=NOW)
+    # The Job finished (its event lost), is missing, or its pod has not started in time.
+    assert needs_resync(_run("Generating"), {"r-generate": _job(ago=2, finished="Complete")},
+                        now=NOW)  # fmt: skip
+    assert needs_resync(_run("Generating"), {"r-generate": _job(ago=2, finished="Failed")},
+                        now=NOW)  # fmt: skip
+    assert needs_resync(_run("Generating"), {}, now=NOW)
+    assert needs_resync(_run("Judging"), young, now=NOW)  # the judge Job is missing
+    assert needs_resync(_run("Generating"), {"r-generate": _job(ago=60)}, now=NOW)
+    assert not needs_resync(_run("Generating"), {"r-generate": _job(ago=60, ready=1)}, now=NOW)
+    # Waiting runs; a run its create event has not reached for a while; a refused call.
+    assert needs_resync(_run("Pending"), {}, now=NOW)
+    assert not needs_resync(_run(None, created_ago=1), {}, now=NOW)
+    assert needs_resync(_run(None, created_ago=60), {}, now=NOW)
+    refused = {"type": "Degraded", "status": "True", "reason": "Forbidden", "message": "403"}
+    forbidden = _run("Generating", conditions=[refused])
+    assert needs_resync(forbidden, young, now=NOW)
+
+
+async def test_one_resync_pass_moves_on_a_run_whose_job_event_was_lost() -> None:
+    svc, kube = world(namespaces=[NS])
+    kube.put(run_object())
+    assert (await step(svc, kube)).phase == "Generating"
+    # The generation Job runs: the pass lists, and reconciles nothing.
+    assert await resync_runs(svc) == 0
+    gen = build.generation_job_name(RUN_NAME)
+    kube.objects[("Job", NS, gen)]["status"] = {
+        "conditions": [{"type": "Complete", "status": "True"}]
+    }
+    # Its completion was not seen (no event): the next pass moves the run on.
+    assert await resync_runs(svc) == 1
+    status = kube.objects[("EvaluationRun", NS, RUN_NAME)]["status"]
+    assert status["phase"] == "Judging"
+    assert ("Job", NS, build.judge_job_name(RUN_NAME)) in kube.objects
+
+
+async def test_a_job_event_moves_the_run_on_without_reading_the_job_again() -> None:
+    svc, kube = world()
+    kube.put(run_object())
+    await reconcile_run(svc, NS, RUN_NAME)
+    gen = build.generation_job_name(RUN_NAME)
+    done = copy.deepcopy(kube.objects[("Job", NS, gen)])
+    done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    # The stored Job still runs: only the Job the event delivered says it is complete.
+    await reconcile_run(svc, NS, RUN_NAME, job=done, priority=URGENT)
+    assert kube.objects[("EvaluationRun", NS, RUN_NAME)]["status"]["phase"] == "Judging"
+
+
+def test_the_cache_keeps_the_newest_copy_and_drops_finished_runs() -> None:
+    svc, _ = world()
+    run = run_object()
+    run["metadata"].update(namespace=NS, resourceVersion="5")
+    svc.remember(run)
+    older = copy.deepcopy(run)
+    older["metadata"]["resourceVersion"] = "4"
+    older["status"] = {"phase": "Pending"}
+    svc.remember(older)  # a late watch event: not kept over the newer write
+    assert svc.seen[("EvaluationRun", NS, RUN_NAME)]["metadata"]["resourceVersion"] == "5"
+    finished = copy.deepcopy(run)
+    finished["metadata"]["resourceVersion"] = "6"
+    finished["status"] = {"phase": "Succeeded"}
+    svc.remember(finished)
+    assert ("EvaluationRun", NS, RUN_NAME) not in svc.seen
+    secret = {"kind": "Secret", "metadata": {"name": "s", "namespace": NS}}
+    svc.remember(secret)  # not a cached kind
+    assert ("Secret", NS, "s") not in svc.seen
+
+
+async def test_a_new_job_is_looked_at_again_unless_its_run_has_finished() -> None:
+    svc, kube = world()
+    kube.put(run_object())
+    await reconcile_run(svc, NS, RUN_NAME)
+    gen = build.generation_job_name(RUN_NAME)
+    kube.objects[("Job", NS, gen)]["status"] = {
+        "conditions": [{"type": "Complete", "status": "True"}]
+    }
+    cached = svc.seen.pop(("EvaluationRun", NS, RUN_NAME))
+    look_later(svc, NS, RUN_NAME, 0.01)  # as if finished meanwhile: not looked at
+    await asyncio.sleep(0.1)
+    assert kube.objects[("EvaluationRun", NS, RUN_NAME)]["status"]["phase"] == "Generating"
+    svc.seen[("EvaluationRun", NS, RUN_NAME)] = cached
+    look_later(svc, NS, RUN_NAME, 0.01)
+    await asyncio.sleep(0.1)
+    assert kube.objects[("EvaluationRun", NS, RUN_NAME)]["status"]["phase"] == "Judging"
