@@ -167,6 +167,7 @@ GROUPS: dict[str, Group] = {
             (
                 "tests/unit/graders/test_sandbox.py",
                 "tests/unit/graders/test_guard_sandbox_udp.py",
+                "tests/unit/graders/test_guard_sandbox_bridge.py",
                 "tests/unit/graders/test_python_grader.py",
             ),
             mutants=(

@@ -1,0 +1,105 @@
+"""Guards of the sandbox's bridge to the parent and of its verdicts (issue 14, survivors of
+``make mutation`` in graders/_sandbox: ``_Run._answer``, ``_no_result``): what the sandboxed
+code is told when a call is refused, fails or cannot be answered, that a refused call never
+breaks the calls after it, and how an exit without a result is reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kyai.graders import SandboxLimits, run_sandboxed
+
+# A trusted harness (loaded before the confinement, as the Python grader's own harness is):
+# makes the calls listed in the payload, in order, and reports each outcome.
+CALLER = """
+def run(payload, host):
+    outcomes = []
+    for method, params in payload:
+        try:
+            outcomes.append({"ok": host.call(method, params)})
+        except RuntimeError as exc:
+            outcomes.append({"error": str(exc)})
+    return outcomes
+"""
+LIMITS = SandboxLimits(timeout_seconds=20, max_calls=5)
+
+
+@pytest.fixture
+def caller(tmp_path: Path) -> Path:
+    path = tmp_path / "caller.py"
+    path.write_text(CALLER, encoding="utf-8")
+    return path
+
+
+async def test_calls_without_a_bridge_are_refused_with_a_clear_message(caller: Path) -> None:
+    result = await run_sandboxed(
+        "run", [["responses_create", {}]], module_file=caller, limits=LIMITS
+    )
+    assert result.ok, result
+    assert result.value == [{"error": "No calls to the parent are allowed in this sandbox."}]
+
+
+async def test_calls_beyond_the_limit_are_refused_with_the_limit_named(caller: Path) -> None:
+    async def bridge(method: str, params: dict[str, Any]) -> Any:
+        return method
+
+    result = await run_sandboxed(
+        "run",
+        [["a", {}], ["b", {}]],
+        module_file=caller,
+        limits=SandboxLimits(timeout_seconds=20, max_calls=1),
+        bridge=bridge,
+    )
+    assert result.value == [
+        {"ok": "a"},
+        {"error": "The call limit (1 per run) is exhausted; the call was refused."},
+    ]
+
+
+async def test_an_answer_that_is_not_json_fails_that_call_only(caller: Path) -> None:
+    async def bridge(method: str, params: dict[str, Any]) -> Any:
+        return {1, 2} if method == "set" else {"method": method, "params": params}
+
+    result = await run_sandboxed(
+        "run",
+        [["set", {}], ["echo", {"n": 1}]],
+        module_file=caller,
+        limits=LIMITS,
+        bridge=bridge,
+    )
+    assert result.ok, result
+    assert result.value == [
+        {"error": "The answer could not be encoded as JSON: Object of type set is not JSON "
+         "serializable"},
+        {"ok": {"method": "echo", "params": {"n": 1}}},
+    ]  # fmt: skip
+    assert result.calls == 2
+
+
+async def test_params_that_are_not_an_object_reach_the_bridge_as_an_empty_one(caller: Path) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    async def bridge(method: str, params: dict[str, Any]) -> Any:
+        seen.append((method, params))
+        return "done"
+
+    result = await run_sandboxed(
+        "run",
+        [["list", [["k", "v"]]], ["text", "kv"]],
+        module_file=caller,
+        limits=LIMITS,
+        bridge=bridge,
+    )
+    assert result.value == [{"ok": "done"}, {"ok": "done"}]
+    assert seen == [("list", {}), ("text", {})]
+
+
+async def test_an_exit_without_a_result_names_its_exit_status() -> None:
+    result = await run_sandboxed(
+        "f", None, source="import os\ndef f(payload):\n    os._exit(3)\n", limits=LIMITS
+    )
+    assert (result.ok, result.error_kind, result.returncode) == (False, "crash", 3)
+    assert result.message == "The code ended (exit status 3) without returning a result."
