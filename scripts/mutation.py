@@ -199,6 +199,7 @@ GROUPS: dict[str, Group] = {
             ("graders/_sandbox_child.py",),
             (
                 "tests/unit/graders/test_guard_sandbox_udp.py",
+                "tests/unit/graders/test_guard_sandbox_child.py",
                 "tests/unit/graders/test_sandbox.py",
             ),
             functions=(
