@@ -115,3 +115,49 @@ async def test_every_sample_update_is_read_past_a_bad_one() -> None:
     assert list(outcome.grades[2].details["dropped_scores"]) == ["bad"]
     assert outcome.grades[2].scores == {"acc": 1.0}
     assert "samples[2] has no 'sample_id'; ignored." in outcome.grades[0].details["batch_notes"]
+
+
+# --- Second pass (make mutation, graders-python): what the notes and messages say -------------
+
+
+async def test_a_return_that_is_not_a_dict_is_described() -> None:
+    outcome = await grade("return [1.0]", items("a"))
+    assert outcome.grades[0].message == (
+        "grade_batch returned a list; it must return a dict with 'metrics' and/or 'samples'."
+    )
+
+
+async def test_a_dropped_metric_is_noted_with_what_it_was() -> None:
+    outcome = await grade("return {'metrics': {'acc': 0.5, 'bad': True}}", items("a"))
+    assert outcome.metrics == {"acc": 0.5}
+    assert outcome.grades[0].details["batch_notes"] == [
+        "metric 'bad' dropped: a boolean (True) is not a finite number."
+    ]
+
+
+async def test_a_failed_batch_keeps_the_error_for_the_judge_record() -> None:
+    (g,) = (await grade("raise RuntimeError('boom')", items("a"))).grades
+    error = g.details["judge"]["error"]
+    assert (error["kind"], error["message"]) == ("grader_exception", "RuntimeError: boom")
+    assert "RuntimeError: boom" in error["traceback"]
+
+
+async def test_a_batch_without_any_finite_score_fails_with_that_reason() -> None:
+    (g,) = (await grade("return {'metrics': {}}", items("a"))).grades
+    assert g.error_kind == "grader_invalid_result"
+    assert g.message == "grade_batch returned no finite numeric metric or sample score."
+
+
+async def test_sample_updates_set_the_extracted_answer_and_keep_dropped_scores() -> None:
+    body = (
+        "return {'samples': [\n"
+        "    {'sample_id': 'r0', 'scores': {'acc': 1.0, 'bad': 'high'},\n"
+        "     'extracted_output': None},\n"
+        "    {'sample_id': 'r1', 'scores': {'acc': 1.0}, 'extracted_output': 5},\n"
+        "]}"
+    )
+    first, second = (await grade(body, items(" a ", " b "))).grades
+    # None clears the extracted answer; a value that is not a string is ignored.
+    assert (first.extracted, second.extracted) == (None, "b")
+    assert first.details["dropped_scores"] == {"bad": "high"}
+    assert [first.score, second.score] == [1.0, 1.0]
