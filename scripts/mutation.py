@@ -168,6 +168,7 @@ GROUPS: dict[str, Group] = {
                 "tests/unit/graders/test_sandbox.py",
                 "tests/unit/graders/test_guard_sandbox_udp.py",
                 "tests/unit/graders/test_guard_sandbox_bridge.py",
+                "tests/unit/graders/test_guard_sandbox_child.py",
                 "tests/unit/graders/test_python_grader.py",
             ),
             mutants=(
@@ -532,6 +533,10 @@ def run_file(
         if group.functions:
             keyed.sort(key=lambda item: group.functions.index(item[0].split(":")[0]))
         stored = results.setdefault(module, {})
+        counts_path = ws / "counts.json"  # how many mutants each module has, for the report
+        counts = json.loads(counts_path.read_text(encoding="utf-8")) if counts_path.exists() else {}
+        counts[module] = len(keyed)
+        counts_path.write_text(json.dumps(counts), encoding="utf-8")
         print(f"   {module}: {len(mutants)} mutants", flush=True)
         try:
             for key, source in keyed:
@@ -559,16 +564,25 @@ def run_file(
 
 
 def file_results(group: Group) -> list[dict[str, Any]]:
-    """One record per mutant of a file group, from its results.json."""
+    """One record per mutant of a file group, from its results.json.
+
+    The mutants a bounded run did not reach are "not checked".
+    """
     path = WORK / group.name / "results.json"
     if not path.exists():
         return []
     results = json.loads(path.read_text(encoding="utf-8"))
-    return [
+    records = [
         {"module": module, "mutant": key, "status": value["status"], "diff": value["diff"]}
         for module, mutants in results.items()
         for key, value in mutants.items()
     ]
+    counts_path = WORK / group.name / "counts.json"
+    if counts_path.exists():
+        for module, count in json.loads(counts_path.read_text(encoding="utf-8")).items():
+            done = len(results.get(module, {}))
+            records += [{"module": module, "mutant": "", "status": "not checked"}] * (count - done)
+    return records
 
 
 # --- report ----------------------------------------------------------------------------------

@@ -44,6 +44,39 @@ async def test_many_threads_at_once_run_while_fork_is_refused() -> None:
     assert result.value == [32, 1]  # errno 1: EPERM
 
 
+async def test_the_resource_limits_in_force_are_the_ones_asked_for() -> None:
+    mib = 1024 * 1024
+    limits = SandboxLimits(
+        timeout_seconds=20,
+        cpu_seconds=7,
+        memory_bytes=768 * mib,
+        file_size_bytes=3 * mib,
+        open_files=40,
+        max_processes=50,
+    )
+    source = (
+        "import resource, signal\n"
+        "def f(payload):\n"
+        "    names = ['CPU', 'AS', 'FSIZE', 'NOFILE', 'NPROC', 'CORE']\n"
+        "    get = resource.getrlimit\n"
+        "    found = {n: list(get(getattr(resource, 'RLIMIT_' + n))) for n in names}\n"
+        "    found['SIGXFSZ ignored'] = signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN\n"
+        "    return found\n"
+    )
+    result = await run_sandboxed("f", None, source=source, limits=limits)
+    assert result.ok, result
+    assert result.value == {
+        "CPU": [7, 8],  # SIGXCPU at 7 s, SIGKILL one second later
+        "AS": [768 * mib, 768 * mib],
+        "FSIZE": [3 * mib, 3 * mib],
+        "NOFILE": [40, 40],
+        "NPROC": [50, 50],
+        "CORE": [0, 0],
+        "SIGXFSZ ignored": True,
+    }
+    assert result.layers["rlimits"] is True
+
+
 # What the Python standard library reads in ordinary use (time zones, random devices, shared
 # libraries), checked where this machine has it.
 READABLE = [
