@@ -139,3 +139,140 @@ def test_a_prompt_known_only_as_a_lower_bound() -> None:
     exact = parse_overflow(400, {"error": {"message": OVERFLOW}}, OVERFLOW)
     assert exact is not None and exact.prompt_tokens == 2100
     assert exact.prompt_is_lower_bound is False
+
+
+# --- Second pass (make mutation, evaluation-client): shrinking after a context overflow -------
+# The server's numbers decide the next budget; our own estimate (3 characters a token plus a
+# 32-token margin: 1,032 tokens for the 3,000 characters below) fills in only what the server
+# does not say; every budget sent is an integer; a shrink that cannot help fails the row.
+
+LONG = [{"role": "user", "content": "x" * 3000}]
+FAST = RetryPolicy(max_retries=1, backoff_base_s=0.001, backoff_max_s=0.01)
+
+
+def overflow(message: str, **error: object) -> httpx.Response:
+    return httpx.Response(400, json={"error": {"message": message, **error}})
+
+
+async def budgets_sent(
+    refuse: dict[str, object] | None,
+    fits: int,
+    *,
+    messages: list[dict[str, str]] = LONG,
+    max_tokens: int | None = 4000,
+) -> tuple[list[object], int | None, ChatError | None]:
+    """The ``max_tokens`` of each request while the server refuses budgets above ``fits``
+    with ``refuse`` (a message, or a message and llama.cpp's fields); then the result's
+    budget, or the error."""
+    sent: list[object] = []
+    assert refuse is not None
+    message = str(refuse.pop("message"))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        budget = json.loads(request.content).get("max_tokens")
+        sent.append(budget)
+        if budget is None or budget > fits:
+            return overflow(message, **refuse)
+        return httpx.Response(200, json=completion())
+
+    transport = httpx.MockTransport(handler)
+    async with ChatClient("http://llm.test", retry=FAST, transport=transport) as client:
+        try:
+            result = await client.chat("m", messages, max_tokens=max_tokens)
+        except ChatError as exc:
+            return sent, None, exc
+    return sent, result.max_tokens, None
+
+
+async def test_an_exact_prompt_size_from_the_server_beats_our_estimate() -> None:
+    refuse = {"message": "maximum context length is 4096 tokens. (500 in the messages, ...)"}
+    sent, budget, _ = await budgets_sent(refuse, fits=3596)
+    assert sent == [4000, 3596] and budget == 3596
+
+
+@pytest.mark.parametrize(
+    ("lower_bound", "next_budget"),
+    [(600, 4096 - 1032), (2000, 4096 - 2000)],  # the larger of the bound and our estimate
+)
+async def test_a_prompt_known_only_from_below_is_topped_up_by_our_estimate(
+    lower_bound: int, next_budget: int
+) -> None:
+    refuse = {
+        "message": "This model's maximum context length is 4096 tokens. However, your request "
+        f"has at least {lower_bound} input tokens."
+    }
+    sent, budget, _ = await budgets_sent(refuse, fits=next_budget)
+    assert sent == [4000, next_budget] and budget == next_budget
+
+
+async def test_a_window_without_a_prompt_size_uses_our_estimate() -> None:
+    refuse = {"message": "This model's maximum context length is 4096 tokens."}
+    sent, budget, _ = await budgets_sent(refuse, fits=3064)
+    assert sent == [4000, 3064] and budget == 3064
+
+
+async def test_numbers_that_do_not_explain_the_refusal_halve_the_budget() -> None:
+    # The server says 1,000 + 3,096 fit in 4,096, then refuses 3,096 all the same.
+    refuse = {"message": "maximum context length is 4096 tokens. (1000 in the messages, ...)"}
+    sent, budget, _ = await budgets_sent(refuse, fits=1600)
+    assert sent == [4000, 3096, 1548] and budget == 1548
+    assert all(type(b) is int for b in sent)
+
+
+async def test_halving_sends_whole_numbers() -> None:
+    sent, _, _ = await budgets_sent({"message": "context length exceeded"}, fits=900)
+    assert sent == [4000, 2000, 1000, 500]
+    assert all(type(b) is int for b in sent)
+
+
+async def test_a_single_token_left_is_still_a_budget() -> None:
+    refuse = {"message": "overflow", "type": "exceed_context_size_error"}
+    refuse |= {"n_prompt_tokens": 1000, "n_ctx": 1001}
+    sent, budget, _ = await budgets_sent(refuse, fits=1, max_tokens=5)
+    assert sent == [5, 1] and budget == 1
+
+
+async def test_shrinking_gives_up_after_eight_smaller_budgets() -> None:
+    sent, _, error = await budgets_sent(
+        {"message": "context length exceeded"}, fits=0, max_tokens=1_000_000
+    )
+    assert len(sent) == 9  # the first request and eight smaller budgets
+    assert error is not None
+    assert (error.kind, error.status, error.attempts, error.max_tokens) == (
+        "context_overflow",
+        400,
+        9,
+        sent[-1],
+    )
+    assert error.message == (
+        "The request still overflowed after 8 smaller budgets. Server said: context length exceeded"
+    )
+
+
+async def test_without_a_budget_an_overflow_fails_the_row_at_once() -> None:
+    sent, _, error = await budgets_sent(
+        {"message": "context length exceeded"}, fits=0, max_tokens=None
+    )
+    assert sent == [None]
+    assert error is not None
+    assert (error.kind, error.status, error.attempts, error.max_tokens) == (
+        "context_overflow",
+        400,
+        1,
+        None,
+    )
+    assert error.message == (
+        "The prompt alone does not fit the context window. Server said: context length exceeded"
+    )
+
+
+async def test_a_prompt_as_long_as_the_window_fails_the_row_at_once() -> None:
+    refuse = {"message": "overflow", "type": "exceed_context_size_error"}
+    refuse |= {"n_prompt_tokens": 4096, "n_ctx": 4096}
+    sent, _, error = await budgets_sent(refuse, fits=0, max_tokens=100)
+    assert sent == [100]
+    assert error is not None
+    assert (error.status, error.attempts, error.max_tokens) == (400, 1, 100)
+    assert error.message.startswith(
+        "The prompt alone (4096 tokens) does not fit the 4096-token window."
+    )
