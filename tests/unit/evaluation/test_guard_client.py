@@ -4,12 +4,15 @@ fields make a context overflow."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import httpx
 import pytest
+from aiohttp import web
 
 from kyai.evaluation import ChatClient, ChatError, RetryPolicy, parse_overflow
 
@@ -276,3 +279,110 @@ async def test_a_prompt_as_long_as_the_window_fails_the_row_at_once() -> None:
     assert error.message.startswith(
         "The prompt alone (4096 tokens) does not fit the 4096-token window."
     )
+
+
+# --- Second pass (make mutation, evaluation-client): what a request carries and how a failed
+# transport is named; the settings of ChatClient.http (used beside chat, e.g. embeddings).
+
+
+async def test_a_request_with_a_body_says_it_is_json_and_a_get_has_no_body_type() -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.headers.get("content-type")))
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json={"data": []})
+        return httpx.Response(200, json=completion())
+
+    async with ChatClient("http://llm.test", transport=httpx.MockTransport(handler)) as client:
+        await client.chat("m", MESSAGES, max_tokens=5)
+        await client.list_models()
+    assert seen == [("POST", "application/json"), ("GET", None)]
+
+
+@pytest.mark.parametrize(
+    ("failure", "kind", "message"),
+    [
+        (httpx.ConnectTimeout("slow"), "timeout", "timed out (ConnectTimeout)"),
+        (httpx.ReadError("reset by peer"), "connection_error", "ReadError: reset by peer"),
+        # An exception without a text still says what happened.
+        (httpx.ConnectError(""), "connection_error", "ConnectError: connection failed"),
+    ],
+)
+async def test_a_transport_failure_is_named(failure: Exception, kind: str, message: str) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise failure
+
+    transport = httpx.MockTransport(handler)
+    async with ChatClient("http://llm.test", retry=FAST, transport=transport) as client:
+        with pytest.raises(ChatError) as info:
+            await client.chat("m", MESSAGES, max_tokens=5)
+    assert info.value.kind == kind
+    assert info.value.message == f"{message} (gave up after 2 attempts)"
+
+
+async def test_a_json_answer_cut_short_is_asked_again() -> None:
+    # Declared JSON but not parseable (and not starting with a brace): a proxy cut it short.
+    answers = [
+        httpx.Response(200, headers={"Content-Type": "application/json"}, content=b"nul"),
+        httpx.Response(200, json=completion()),
+    ]
+    transport = httpx.MockTransport(lambda request: answers.pop(0))
+    async with ChatClient("http://llm.test", retry=FAST, transport=transport) as client:
+        result = await client.chat("m", MESSAGES, max_tokens=5)
+    assert result.attempts == 2
+
+
+def test_a_chat_error_keeps_its_fields() -> None:
+    error = ChatError("http_error", "HTTP 500: boom", status=500, max_tokens=7)
+    assert str(error) == "HTTP 500: boom"
+    assert (error.kind, error.status, error.attempts, error.max_tokens) == (
+        "http_error",
+        500,
+        1,
+        7,
+    )
+
+
+@pytest.fixture
+async def slow_server(unused_tcp_port: int) -> AsyncIterator[tuple[str, list[int]]]:
+    """Answers every request after 1.5 s; records how many requests were open at once."""
+    open_now: list[int] = [0]
+    peaks: list[int] = []
+
+    async def slow(request: web.Request) -> web.Response:
+        open_now[0] += 1
+        peaks.append(open_now[0])
+        try:
+            await asyncio.sleep(1.5)
+        finally:
+            open_now[0] -= 1
+        return web.json_response({"data": []})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", unused_tcp_port)
+    await site.start()
+    yield f"http://127.0.0.1:{unused_tcp_port}/v1", peaks
+    await runner.cleanup()
+
+
+async def test_the_http_client_times_out_after_the_clients_timeout(
+    slow_server: tuple[str, list[int]],
+) -> None:
+    url, _ = slow_server
+    async with ChatClient(url, timeout_s=0.3) as client:
+        with pytest.raises(httpx.ReadTimeout):
+            await client.http.get("/models")
+
+
+async def test_the_http_client_opens_at_most_max_connections(
+    slow_server: tuple[str, list[int]],
+) -> None:
+    url, peaks = slow_server
+    async with ChatClient(url, max_connections=2, timeout_s=30) as client:
+        replies = await asyncio.gather(*(client.http.get("/models") for _ in range(4)))
+    assert [reply.status_code for reply in replies] == [200] * 4
+    assert max(peaks) == 2
