@@ -1,6 +1,7 @@
-"""Guards of Python ``grade_batch`` graders (issue 14, survivors of ``make mutation`` in
-graders/_python): a failed batch scores every row 0 and keeps each row's extracted answer;
-ill-shaped returns are noted and ignored field by field, never crash the grading."""
+"""Guards of Python graders (issue 14, survivors of ``make mutation`` in graders/_python):
+a failed batch scores every row 0 and keeps each row's extracted answer; ill-shaped returns
+are noted and ignored field by field, never crash the grading; the per-sample contract says
+why a return is invalid and keeps what the grader printed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from kyai.datasets import Row
-from kyai.graders import GradeInput, GradingContext, GradingOutcome, PythonGrader
+from kyai.graders import GradeInput, GradingContext, GradingOutcome, ModelBridge, PythonGrader
 
 CONTEXT = GradingContext(dataset="d", candidate_model="m", run_id="r", concurrency=1, bridge=None)
 
@@ -161,3 +162,78 @@ async def test_sample_updates_set_the_extracted_answer_and_keep_dropped_scores()
     assert (first.extracted, second.extracted) == (None, "b")
     assert first.details["dropped_scores"] == {"bad": "high"}
     assert [first.score, second.score] == [1.0, 1.0]
+
+
+# --- Per-sample grade(): messages and details (second pass, graders-python) -----------------
+
+
+async def grade_one(source: str, item: GradeInput, **fields: Any) -> Any:
+    declaration = {"grader": {"type": "python", "source": source, **fields}}
+    outcome = await PythonGrader.from_declaration(declaration).grade([item], CONTEXT)
+    return outcome.grades[0]
+
+
+@pytest.mark.parametrize(
+    ("returned", "message"),
+    [
+        (
+            "'high'",
+            "The grader returned a str; it must return a finite number or a dict with finite "
+            "numeric 'scores'.",
+        ),
+        (
+            "{'judge': 1}",
+            "The grader returned a dict without a 'scores' object; put the numbers in "
+            "{'scores': {...}}.",
+        ),
+        (
+            "{'scores': {'a': True}}",
+            "The grader returned no finite numeric score (booleans, strings, NaN and Infinity do "
+            "not count).",
+        ),
+    ],
+)
+async def test_an_invalid_sample_return_says_why(returned: str, message: str) -> None:
+    g = await grade_one(f"def grade(sample, item):\n    return {returned}\n", items("a")[0])
+    assert (g.score, g.error_kind, g.message) == (0.0, "grader_invalid_result", message)
+
+
+async def test_a_failed_candidate_row_is_not_graded() -> None:
+    source = "def grade(sample, item):\n    return 1.0\n"
+    g = await grade_one(source, items("a", failed=[0])[0])
+    assert (g.score, g.error_kind) == (0.0, "candidate_error")
+    assert g.message == "The candidate failed on this row; the grader was not run."
+
+
+async def test_what_the_grader_printed_is_kept_to_its_last_2000_characters() -> None:
+    source = "def grade(sample, item):\n    print('x' * 2999 + 'END')\n    return 1.0\n"
+    g = await grade_one(source, items("a")[0])
+    assert g.score == 1.0
+    assert g.details["output_tail"] == "x" * 1996 + "END\n"
+
+
+async def test_the_grader_sees_its_declared_model_call_limit() -> None:
+    async def never(**_: Any) -> dict[str, Any]:
+        raise AssertionError("no model call expected")
+
+    source = (
+        "def grade(sample, item, ctx):\n"
+        "    return {'scores': {'score': 1.0}, 'judge': {'limit': ctx.max_model_calls}}\n"
+    )
+    declaration = {
+        "grader": {
+            "type": "python",
+            "source": source,
+            "contract": "model_backed",
+            "max_model_calls": 3,
+        }
+    }
+    context = GradingContext(
+        dataset="d",
+        candidate_model="m",
+        run_id="r",
+        concurrency=1,
+        bridge=ModelBridge(never, never),
+    )
+    outcome = await PythonGrader.from_declaration(declaration).grade(items("a"), context)
+    assert outcome.grades[0].details["judge"] == {"limit": 3}
