@@ -386,3 +386,9 @@ async def test_the_http_client_opens_at_most_max_connections(
         replies = await asyncio.gather(*(client.http.get("/models") for _ in range(4)))
     assert [reply.status_code for reply in replies] == [200] * 4
     assert max(peaks) == 2
+
+
+def test_an_overflow_is_read_from_the_parsed_body_whatever_the_text() -> None:
+    body = {"error": {"message": "This model's maximum context length is 4096 tokens."}}
+    overflow = parse_overflow(400, body, "")
+    assert overflow is not None and overflow.window == 4096
