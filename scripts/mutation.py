@@ -365,7 +365,7 @@ def run_mutmut(
                 os.killpg(process.pid, signal.SIGKILL)
             returncode = "stopped: time budget spent (run again to resume)"
     print(f"   mutmut exited {returncode} after {time.monotonic() - started:.0f}s", flush=True)
-    if returncode != 0:
+    if isinstance(returncode, int) and returncode != 0:
         print(log.read_text(encoding="utf-8", errors="replace")[-3000:])
 
 
