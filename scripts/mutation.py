@@ -259,8 +259,12 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
-def _workspace(group: Group, fresh: bool) -> Path:
-    """``.mutation/<group>``: src/kyai, tests/ and a pyproject.toml configuring mutmut."""
+def _workspace(group: Group, fresh: bool) -> tuple[Path, bool]:
+    """``.mutation/<group>``: src/kyai, tests/ and a pyproject.toml configuring mutmut.
+
+    Also says whether that configuration changed since the last run (the test selection):
+    mutmut then forgets every result of the group.
+    """
     ws = WORK / group.name
     if fresh and ws.exists():
         shutil.rmtree(ws)
@@ -287,8 +291,10 @@ def _workspace(group: Group, fresh: bool) -> Path:
     lines += [f"{key} = {_toml_value(value)}" for key, value in mutmut_options.items()]
     lines += ["", "[tool.pytest.ini_options]"]
     lines += [f"{key} = {_toml_value(value)}" for key, value in pytest_options.items()]
-    (ws / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return ws
+    config = ws / "pyproject.toml"
+    before = config.read_text(encoding="utf-8") if config.exists() else None
+    config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return ws, before is not None and before != config.read_text(encoding="utf-8")
 
 
 def _mutmut() -> str:
@@ -313,10 +319,12 @@ def run_mutmut(
     result as soon as the mutant is done, so the mutants run so far keep their results and
     the rest stay "not checked" (a later run resumes them).
     """
-    ws = _workspace(group, fresh)
+    ws, reconfigured = _workspace(group, fresh)
     started = time.monotonic()
+    if reconfigured:
+        print(f"== {group.name}: the test selection changed: mutmut tests every mutant again")
     names = list(only)
-    if survivors:
+    if survivors and not reconfigured:
         names = [r["mutant"] for r in mutmut_results(group) if r["status"] == "survived"]
         if not names:
             print(f"== {group.name}: no survivor to run again")
@@ -324,7 +332,7 @@ def run_mutmut(
     if not names:
         # mutmut re-runs every mutant named on its command line, tested or not: to resume,
         # name only those without a result yet (the group's globs on a first run).
-        records = mutmut_results(group)
+        records = [] if reconfigured else mutmut_results(group)
         if records:
             names = [
                 record["mutant"]
