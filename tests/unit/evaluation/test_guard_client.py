@@ -392,3 +392,86 @@ def test_an_overflow_is_read_from_the_parsed_body_whatever_the_text() -> None:
     body = {"error": {"message": "This model's maximum context length is 4096 tokens."}}
     overflow = parse_overflow(400, body, "")
     assert overflow is not None and overflow.window == 4096
+
+
+# --- The default transport (aiohttp) against a real server on loopback -----------------------
+
+
+class LoopbackServer:
+    """Answers chat completions after ``delay`` seconds; ``/moved/...`` redirects. Records the
+    Content-Type of each request and how many requests were open at once."""
+
+    def __init__(self, port: int, delay: float = 0.0) -> None:
+        self.url = f"http://127.0.0.1:{port}/v1"
+        self.port = port
+        self.delay = delay
+        self.content_types: list[str | None] = []
+        self.peaks: list[int] = []
+        self.open_now = 0
+
+    async def answer(self, request: web.Request) -> web.StreamResponse:
+        if request.path.startswith("/moved/"):
+            raise web.HTTPTemporaryRedirect(location="/v1/chat/completions")
+        self.content_types.append(request.headers.get("Content-Type"))
+        self.open_now += 1
+        self.peaks.append(self.open_now)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.open_now -= 1
+        return web.json_response(completion())
+
+
+@pytest.fixture
+async def loopback(unused_tcp_port: int) -> AsyncIterator[LoopbackServer]:
+    server = LoopbackServer(unused_tcp_port)
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", server.answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", unused_tcp_port).start()
+    yield server
+    await runner.cleanup()
+
+
+async def test_the_default_transport_sends_json_with_its_content_type(
+    loopback: LoopbackServer,
+) -> None:
+    async with ChatClient(loopback.url, api_key="sk-test") as client:
+        result = await client.chat("m", MESSAGES, max_tokens=5)
+    assert result.content == "ok"
+    assert loopback.content_types == ["application/json"]
+
+
+async def test_the_default_transport_times_out_after_the_clients_timeout(
+    loopback: LoopbackServer,
+) -> None:
+    loopback.delay = 1.5
+    async with ChatClient(loopback.url, timeout_s=0.3, retry=FAST) as client:
+        with pytest.raises(ChatError) as info:
+            await client.chat("m", MESSAGES, max_tokens=5)
+    assert info.value.kind == "timeout"
+    assert info.value.message == "timed out (TimeoutError) (gave up after 2 attempts)"
+
+
+async def test_the_default_transport_opens_at_most_max_connections(
+    loopback: LoopbackServer,
+) -> None:
+    loopback.delay = 0.5
+    async with ChatClient(loopback.url, max_connections=2, timeout_s=30) as client:
+        results = await asyncio.gather(
+            *(client.chat("m", MESSAGES, max_tokens=5) for _ in range(4))
+        )
+    assert [result.content for result in results] == ["ok"] * 4
+    assert max(loopback.peaks) == 2
+
+
+async def test_the_default_transport_does_not_follow_redirects(
+    loopback: LoopbackServer,
+) -> None:
+    moved = f"http://127.0.0.1:{loopback.port}/moved/v1"
+    async with ChatClient(moved, retry=FAST) as client:
+        with pytest.raises(ChatError) as info:
+            await client.chat("m", MESSAGES, max_tokens=5)
+    assert (info.value.kind, info.value.status) == ("http_error", 307)
+    assert loopback.content_types == []
