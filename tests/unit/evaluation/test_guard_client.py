@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -14,7 +15,13 @@ import httpx
 import pytest
 from aiohttp import web
 
-from kyai.evaluation import ChatClient, ChatError, RetryPolicy, parse_overflow
+from kyai.evaluation import (
+    ChatClient,
+    ChatError,
+    EndpointUnreachableError,
+    RetryPolicy,
+    parse_overflow,
+)
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 PATIENT = RetryPolicy(max_retries=1, backoff_base_s=0.001, backoff_max_s=120.0)
@@ -475,3 +482,45 @@ async def test_the_default_transport_does_not_follow_redirects(
             await client.chat("m", MESSAGES, max_tokens=5)
     assert (info.value.kind, info.value.status) == ("http_error", 307)
     assert loopback.content_types == []
+
+
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+@pytest.mark.parametrize("variable", ["http_proxy", "HTTP_PROXY"])
+async def test_a_proxy_variable_in_either_case_routes_requests_through_the_proxy(
+    variable: str, loopback: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.setenv(variable, f"http://127.0.0.1:{loopback.port}")
+    # llm.invalid cannot resolve: only the proxy (the loopback server) can answer.
+    async with ChatClient("http://llm.invalid/v1", retry=FAST) as client:
+        result = await client.chat("m", MESSAGES, max_tokens=5)
+    assert result.content == "ok"
+    assert loopback.content_types == ["application/json"]
+
+
+async def test_an_unreachable_server_is_retried_then_named() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("")
+
+    policy = RetryPolicy(max_retries=3, backoff_base_s=0.001, backoff_max_s=0.01)
+    transport = httpx.MockTransport(handler)
+    async with ChatClient("http://llm.test", retry=policy, transport=transport) as client:
+        with pytest.raises(EndpointUnreachableError) as info:
+            await client.list_models()
+    assert str(info.value) == (
+        "Cannot reach http://llm.test/v1/models after 4 attempts: ConnectError: connection failed."
+    )
+
+
+def test_the_backoff_jitter_spans_the_upper_half_of_the_ceiling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    policy = RetryPolicy(max_retries=5, backoff_base_s=1.0, backoff_max_s=60.0)
+    monkeypatch.setattr(random, "uniform", lambda low, high: high)
+    assert [policy.delay(retry, None) for retry in (1, 2, 3)] == [1.0, 2.0, 4.0]
+    monkeypatch.setattr(random, "uniform", lambda low, high: low)
+    assert [policy.delay(retry, None) for retry in (1, 2, 3)] == [0.5, 1.0, 2.0]
