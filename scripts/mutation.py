@@ -126,6 +126,7 @@ GROUPS: dict[str, Group] = {
             "mutmut",
             ("graders/_math.py",),
             (
+                "tests/unit/graders/test_guard_math.py",
                 "tests/unit/graders/test_math.py",
                 "tests/integration/test_guard_reasoning_graders.py",
             ),
