@@ -29,3 +29,22 @@ def test_delimited_math_is_passed_as_is(answer: str) -> None:
 )
 def test_other_text_is_wrapped_with_the_raw_text_as_fallback(answer: str, wrapped: str) -> None:
     assert _math._for_math_verify(answer) == (wrapped, answer)
+
+
+@pytest.mark.parametrize(
+    ("gold", "source"),
+    [
+        # A reference stated like an answer is read like one: its box or final-answer line.
+        ("The answer is \\boxed{3}.", ("$3$", "3")),
+        ("Final answer: 7", ("$7$", "7")),
+        ("Final answer: $\\frac{1}{2}$", ("$\\frac{1}{2}$", "\\frac{1}{2}")),
+        # Nothing after the marker: the reference is passed whole.
+        ("Final answer:", ("Final answer:", None)),
+        # A plain reference is wrapped like a candidate's answer.
+        ("x + 1", ("$x + 1$", "x + 1")),
+    ],
+)
+def test_what_of_the_reference_goes_to_math_verify(
+    gold: str, source: tuple[str, str | None]
+) -> None:
+    assert _math._gold_source(gold) == source
