@@ -102,6 +102,7 @@ GROUPS: dict[str, Group] = {
             "mutmut",
             ("evaluation/_store.py",),
             (
+                "tests/unit/evaluation/test_guard_store.py",
                 "tests/unit/evaluation/test_store.py",
                 "tests/integration/test_guard_resume.py",
                 "tests/integration/test_pipeline.py",
