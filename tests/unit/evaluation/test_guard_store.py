@@ -6,6 +6,7 @@ changed."""
 from __future__ import annotations
 
 import logging
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,32 @@ def test_an_empty_log_and_a_log_holding_only_a_cut_record(tmp_path: Path) -> Non
     path.write_bytes(b'{"row_ind')
     assert JsonlLog(path).read() == []
     assert path.read_bytes() == b""  # the cut record is dropped whole
+
+
+def test_an_append_never_glues_onto_a_one_byte_damaged_line(tmp_path: Path) -> None:
+    path = tmp_path / "generations.jsonl"
+    path.write_bytes(b"{")
+    log = JsonlLog(path, repair=False)
+    log.append({"row_index": 0})
+    log.close()
+    assert path.read_bytes() == b"{\n" + (dumps({"row_index": 0}) + "\n").encode()
+
+
+def test_documents_are_written_beside_their_place_not_in_the_temp_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rename across file systems fails: the temporary file must live in the target's
+    # directory (here the system's temporary directory does not even exist).
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-directory"))
+    path = tmp_path / "run" / "summary.json"
+    write_json(path, {"a": 1})
+    assert read_json(path) == {"a": 1}
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path) -> None:
+    path = tmp_path / "summary.json"
+    path.mkdir()
+    (path / "keep").write_text("x")  # a non-empty directory cannot be replaced
+    with pytest.raises(OSError):
+        write_json(path, {"a": 1})
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
