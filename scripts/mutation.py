@@ -62,6 +62,7 @@ class Group:
     lines_with: tuple[str, ...] = ()  # file engine: only mutants of lines holding one of these
     mutants: tuple[str, ...] = ()  # mutmut engine: only mutant names matching these globs
     timeout_factor: float = 4.0  # file engine: a mutant may take this times the clean run
+    also_copy: tuple[str, ...] = ()  # mutmut engine: repository paths the tests read
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -193,6 +194,7 @@ GROUPS: dict[str, Group] = {
                 "api/engineargsset.py",
             ),
             ("tests/unit/api", "tests/unit/controllers", "tests/unit/builders"),
+            also_copy=("crds",),  # the CRD tests compare the models with the committed CRDs
             notes="mutmut mutates code inside functions only: the validators, not the "
             "Field(ge=..., le=...) bounds (those are checked by the CRD tests).",
         ),
@@ -275,6 +277,8 @@ def _workspace(group: Group, fresh: bool) -> tuple[Path, bool]:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(PACKAGE, ws / "src" / "kyai", dirs_exist_ok=True, ignore=ignore)
     shutil.copytree(REPO / "tests", ws / "tests", dirs_exist_ok=True, ignore=ignore)
+    for extra in group.also_copy:
+        shutil.copytree(REPO / extra, ws / extra, dirs_exist_ok=True, ignore=ignore)
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     pytest_options = dict(project["tool"]["pytest"]["ini_options"])
     pytest_options["testpaths"] = ["tests"]
@@ -284,6 +288,7 @@ def _workspace(group: Group, fresh: bool) -> tuple[Path, bool]:
         "pytest_add_cli_args_test_selection": list(group.tests),
         "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q"],
         "use_git_change_detection": False,
+        "also_copy": list(group.also_copy),
         # A mutant that loops (start = end in a parser) is stopped after 5x the time its tests
         # took on the clean code plus 5 s (mutmut's default, 15x, costs minutes per loop).
         "timeout_multiplier": 5.0,
