@@ -237,3 +237,51 @@ async def test_the_grader_sees_its_declared_model_call_limit() -> None:
     )
     outcome = await PythonGrader.from_declaration(declaration).grade(items("a"), context)
     assert outcome.grades[0].details["judge"] == {"limit": 3}
+
+
+async def test_an_invalid_sample_return_keeps_the_answer_and_its_error_for_the_judge_record() -> (
+    None
+):
+    source = "def grade(sample, item):\n    return {'scores': {'a': 'high'}}\n"
+    g = await grade_one(source, items(" a ")[0])
+    assert g.extracted == "a"
+    assert g.details["dropped_scores"] == {"a": "high"}
+    assert g.details["judge"]["error"] == {"kind": "grader_invalid_result", "message": g.message}
+
+
+async def test_a_sample_grader_that_fails_keeps_the_answer() -> None:
+    g = await grade_one("def grade(sample, item):\n    raise ValueError('no')\n", items(" a ")[0])
+    assert (g.error_kind, g.extracted) == ("grader_exception", "a")
+
+
+async def test_scores_kept_beside_a_dropped_one_and_the_declared_metric_is_the_score() -> None:
+    source = "def grade(sample, item):\n    return {'scores': {'a': 0.2, 'b': 0.9, 'c': 'x'}}\n"
+    g = await grade_one(source, items(" a ")[0], metric_id="b")
+    assert (g.score, g.scores, g.extracted) == (0.9, {"a": 0.2, "b": 0.9}, "a")
+    assert g.details["dropped_scores"] == {"c": "x"}
+
+
+async def test_a_score_outside_zero_to_one_counts_as_zero() -> None:
+    g = await grade_one("def grade(sample, item):\n    return 1.5\n", items(" a ")[0])
+    assert (g.score, g.error_kind, g.extracted) == (0.0, "grader_score_out_of_range", "a")
+    assert g.message == "The row's score 1.5 is outside [0, 1]; it counts as 0."
+    assert (g.scores, g.details) == ({"score": 1.5}, {})
+
+
+async def test_a_failed_candidate_row_of_a_batch_keeps_its_scores_and_says_why() -> None:
+    body = (
+        "return {'samples': [\n"
+        "    {'sample_id': 'r0', 'scores': {'acc': 1.0}},\n"
+        "    {'sample_id': 'r1', 'scores': {'acc': 1.0}},\n"
+        "]}"
+    )
+    outcome = await grade(body, items(" a ", " b ", " c ", failed=[1, 2]))
+    fine, failed_scored, failed_bare = outcome.grades
+    assert fine.score == 1.0 and fine.ok
+    for g, scores, extracted in ((failed_scored, {"acc": 1.0}, "b"), (failed_bare, {}, "c")):
+        assert (g.score, g.error_kind, g.message) == (
+            0.0,
+            "candidate_error",
+            "The candidate failed on this row.",
+        )
+        assert (g.scores, g.extracted) == (scores, extracted)
