@@ -222,8 +222,8 @@ GROUPS: dict[str, Group] = {
             "controller",
             "file",
             ("controllers/evaluationrun.py",),
-            ("tests/system/test_guard_runs.py",),
-            functions=("_job_state", "_complete"),
+            ("tests/unit/controllers/test_guard_thresholds.py", "tests/system/test_guard_runs.py"),
+            functions=("threshold_condition", "_job_state", "_complete"),
             lines_with=(
                 "thresholds",
                 "rate",
@@ -234,8 +234,9 @@ GROUPS: dict[str, Group] = {
                 "questions",
             ),
             timeout_factor=3.0,
-            notes="how a Job's state is read and how thresholds are decided; its tests are "
-            "system tests (the operator process against kyai devcluster), ~25 s per mutant.",
+            notes="how a Job's state is read and how thresholds are decided; a unit test of "
+            "threshold_condition, then system tests (the operator process against kyai "
+            "devcluster, ~25 s per mutant).",
         ),
     )
 }
