@@ -103,3 +103,28 @@ async def test_an_exit_without_a_result_names_its_exit_status() -> None:
     )
     assert (result.ok, result.error_kind, result.returncode) == (False, "crash", 3)
     assert result.message == "The code ended (exit status 3) without returning a result."
+
+
+async def test_an_exit_with_status_zero_without_a_result_is_still_a_crash() -> None:
+    result = await run_sandboxed(
+        "f", None, source="import os\ndef f(payload):\n    os._exit(0)\n", limits=LIMITS
+    )
+    assert (result.ok, result.error_kind, result.returncode) == (False, "crash", 0)
+    assert result.message == "The code ended (exit status 0) without returning a result."
+
+
+async def test_a_kill_by_a_signal_is_named_with_the_likely_cause() -> None:
+    # SIGXCPU ignored: the CPU-time hard limit (one second later) kills with SIGKILL.
+    source = (
+        "import signal\n"
+        "def f(payload):\n"
+        "    signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
+        "    while True:\n"
+        "        pass\n"
+    )
+    limits = SandboxLimits(timeout_seconds=30, cpu_seconds=1)
+    result = await run_sandboxed("f", None, source=source, limits=limits)
+    assert (result.ok, result.error_kind, result.returncode) == (False, "crash", -9)
+    assert result.message == (
+        "The code was killed by SIGKILL (the CPU-time hard limit or the out-of-memory killer)."
+    )
