@@ -128,3 +128,10 @@ async def test_a_kill_by_a_signal_is_named_with_the_likely_cause() -> None:
     assert result.message == (
         "The code was killed by SIGKILL (the CPU-time hard limit or the out-of-memory killer)."
     )
+
+
+async def test_a_kill_by_another_signal_is_named_without_a_cause() -> None:
+    source = "import ctypes\ndef f(payload):\n    ctypes.string_at(0)\n"  # reads address 0
+    result = await run_sandboxed("f", None, source=source, limits=LIMITS)
+    assert (result.ok, result.error_kind, result.returncode) == (False, "crash", -11)
+    assert result.message == "The code was killed by SIGSEGV."
