@@ -330,7 +330,7 @@ def run_mutmut(
     ws, reconfigured = _workspace(group, fresh)
     started = time.monotonic()
     if reconfigured:
-        print(f"== {group.name}: the test selection changed: mutmut tests every mutant again")
+        print(f"== {group.name}: the test selection changed: mutmut forgets the earlier results")
     names = list(only)
     if survivors and not reconfigured:
         names = [r["mutant"] for r in mutmut_results(group) if r["status"] == "survived"]
