@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kyai.graders import SandboxLimits, run_sandboxed
+from kyai.graders import SandboxError, SandboxLimits, run_sandboxed
 
 # A trusted harness (loaded before the confinement, as the Python grader's own harness is):
 # makes the calls listed in the payload, in order, and reports each outcome.
@@ -135,3 +135,28 @@ async def test_a_kill_by_another_signal_is_named_without_a_cause() -> None:
     result = await run_sandboxed("f", None, source=source, limits=LIMITS)
     assert (result.ok, result.error_kind, result.returncode) == (False, "crash", -11)
     assert result.message == "The code was killed by SIGSEGV."
+
+
+async def test_output_that_is_not_utf8_is_kept_with_replacement_characters() -> None:
+    source = "import sys\ndef f(payload):\n    sys.stdout.buffer.write(b'ok \\xff\\xfe end')\n"
+    result = await run_sandboxed("f", None, source=source, limits=LIMITS)
+    assert result.ok, result
+    assert result.output_tail == "ok \ufffd\ufffd end"
+
+
+async def test_a_timeout_is_a_failed_run_that_names_the_limit() -> None:
+    source = "import time\ndef f(payload):\n    time.sleep(30)\n"
+    result = await run_sandboxed("f", None, source=source, limits=SandboxLimits(timeout_seconds=1))
+    assert (result.ok, result.error_kind) == (False, "timeout")
+    assert result.message == "The code did not finish within 1 s."
+
+
+def test_limits_of_one_are_allowed_and_bad_limits_are_named() -> None:
+    one = SandboxLimits(memory_bytes=1, file_size_bytes=1, open_files=1, max_processes=1)
+    assert (one.memory_bytes, one.open_files) == (1, 1)
+    with pytest.raises(SandboxError) as info:
+        SandboxLimits(open_files=0)
+    assert str(info.value) == "open_files must be at least 1, got 0."
+    with pytest.raises(SandboxError) as info:
+        SandboxLimits(max_calls=-1)
+    assert str(info.value) == "max_calls must not be negative, got -1."
