@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from kyai.graders import _math
+from kyai.datasets import Row
+from kyai.graders import GradeInput, GradingContext, MathGrader, _math
 
 
 @pytest.mark.parametrize(
@@ -48,3 +49,25 @@ def test_what_of_the_reference_goes_to_math_verify(
     gold: str, source: tuple[str, str | None]
 ) -> None:
     assert _math._gold_source(gold) == source
+
+
+async def test_the_extracted_answer_is_what_a_rule_found_or_what_math_verify_read() -> None:
+    def item(index: int, response: str) -> GradeInput:
+        row = Row(index=index, row_id=f"r{index}", instruction="q", ground_truth_response="2")
+        return GradeInput(row=row, response=response)
+
+    context = GradingContext(dataset="math-500", candidate_model="m", run_id="r", concurrency=1)
+    outcome = await MathGrader(timeout_seconds=1.0).grade(
+        [
+            item(0, "Final answer: 2"),
+            # No final-answer line, no box: the whole response goes to math-verify, and the
+            # grade shows what it read, not the whole response.
+            item(1, "The result is 2 apples"),
+            # A comparison that is interrupted still records the extracted answer.
+            item(2, "Final answer: $9^{9^{9}}$"),
+        ],
+        context,
+    )
+    assert [g.score for g in outcome.grades] == [1.0, 1.0, 0.0]
+    assert [g.extracted for g in outcome.grades] == ["2", "2", "9^{9^{9}}"]
+    assert outcome.grades[2].error_kind == "grader_timeout"
