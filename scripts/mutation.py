@@ -300,9 +300,15 @@ def _workspace(group: Group, fresh: bool) -> tuple[Path, bool]:
     lines += ["", "[tool.pytest.ini_options]"]
     lines += [f"{key} = {_toml_value(value)}" for key, value in pytest_options.items()]
     config = ws / "pyproject.toml"
-    before = config.read_text(encoding="utf-8") if config.exists() else None
+    # mutmut forgets its results when the tests it runs change (its "test_selection" and
+    # "test_execution" fingerprints), not for other settings.
+    keys = ("pytest_add_cli_args_test_selection", "pytest_add_cli_args")
+    before = None
+    if config.exists():
+        old = tomllib.loads(config.read_text(encoding="utf-8")).get("tool", {}).get("mutmut", {})
+        before = tuple(old.get(key) for key in keys)
     config.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return ws, before is not None and before != config.read_text(encoding="utf-8")
+    return ws, before is not None and before != tuple(mutmut_options[key] for key in keys)
 
 
 def _mutmut() -> str:
@@ -409,7 +415,11 @@ def mutmut_results(group: Group) -> list[dict[str, Any]]:
         meta = ws / "mutants" / "src" / "kyai" / (module + ".meta")
         if not meta.exists():
             continue
-        data = json.loads(meta.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(meta.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:  # read while mutmut rewrites it: once more
+            time.sleep(1)
+            data = json.loads(meta.read_text(encoding="utf-8"))
         for name, code in sorted(data["exit_code_by_key"].items()):
             if group.mutants and not any(fnmatch.fnmatchcase(name, g) for g in group.mutants):
                 continue  # outside the group's selection
