@@ -71,3 +71,7 @@ async def test_the_extracted_answer_is_what_a_rule_found_or_what_math_verify_rea
     assert [g.score for g in outcome.grades] == [1.0, 1.0, 0.0]
     assert [g.extracted for g in outcome.grades] == ["2", "2", "9^{9^{9}}"]
     assert outcome.grades[2].error_kind == "grader_timeout"
+    # The audit of each grade: the rule that found the answer and the reference as parsed.
+    rules = [g.details["rule"] for g in outcome.grades]
+    assert rules == ["final_answer", "last_result", "final_answer"]
+    assert {g.details["gold_source"] for g in outcome.grades} == {"$2$"}
