@@ -195,8 +195,9 @@ GROUPS: dict[str, Group] = {
             ),
             ("tests/unit/api", "tests/unit/controllers", "tests/unit/builders"),
             also_copy=("crds",),  # the CRD tests compare the models with the committed CRDs
-            notes="mutmut mutates code inside functions only: the validators, not the "
-            "Field(ge=..., le=...) bounds (those are checked by the CRD tests).",
+            notes="mutmut mutates undecorated functions only: the pydantic validators "
+            "(@field_validator, @model_validator) and the Field(ge=..., le=...) bounds are not "
+            "mutated (tests/unit/api/test_guard_validation.py tests each rule).",
         ),
         Group(
             "sandbox-child",
