@@ -5,6 +5,9 @@ an ordinary Python program reads stay readable, and each degraded seccomp layer 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,3 +187,47 @@ def test_every_known_syscall_gets_its_rule(name: str) -> None:
     fake = FakeSeccomp()
     assert child._apply_seccomp(fake, []) is True
     assert name in fake.rules
+
+
+def test_landlock_missing_is_a_note() -> None:
+    notes: list[str] = []
+    assert child._apply_landlock(None, "/tmp", [], notes) is False
+    assert notes == [
+        "landlock is not applied: file access is not confined to the working directory"
+    ]
+
+
+def test_limits_the_kernel_refuses_are_reported_as_incomplete() -> None:
+    # In a separate interpreter: the limits apply to the process that sets them.
+    script = (
+        "from kyai.graders import _sandbox_child as child\n"
+        "notes = []\n"
+        "limits = {'cpu_seconds': 100, 'memory_bytes': 2**40, 'file_size_bytes': 2**30,\n"
+        "          'open_files': 10**9, 'max_processes': 100}\n"
+        "print(child._apply_rlimits(limits, notes), notes)\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert completed.stdout.strip() == (
+        "False ['resource limits incomplete: not allowed to raise maximum limit']"
+    )
+
+
+async def test_a_readable_directory_is_not_writable(tmp_path: Path) -> None:
+    (tmp_path / "data.txt").write_text("42")
+    source = (
+        "import os\n"
+        "def f(directory):\n"
+        "    found = [open(os.path.join(directory, 'data.txt')).read()]\n"
+        "    try:\n"
+        "        open(os.path.join(directory, 'new.txt'), 'w').write('x')\n"
+        "        found.append('written')\n"
+        "    except OSError as exc:\n"
+        "        found.append(type(exc).__name__)\n"
+        "    return found\n"
+    )
+    limits = SandboxLimits(timeout_seconds=30, extra_read_paths=(str(tmp_path),))
+    result = await run_sandboxed("f", str(tmp_path), source=source, limits=limits)
+    assert result.value == ["42", "PermissionError"]
+    assert not (tmp_path / "new.txt").exists()
