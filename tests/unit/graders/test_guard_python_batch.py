@@ -262,10 +262,11 @@ async def test_scores_kept_beside_a_dropped_one_and_the_declared_metric_is_the_s
 
 
 async def test_a_score_outside_zero_to_one_counts_as_zero() -> None:
-    g = await grade_one("def grade(sample, item):\n    return 1.5\n", items(" a ")[0])
+    source = "def grade(sample, item):\n    print('hi')\n    return 1.5\n"
+    g = await grade_one(source, items(" a ")[0])
     assert (g.score, g.error_kind, g.extracted) == (0.0, "grader_score_out_of_range", "a")
     assert g.message == "The row's score 1.5 is outside [0, 1]; it counts as 0."
-    assert (g.scores, g.details) == ({"score": 1.5}, {})
+    assert (g.scores, g.details) == ({"score": 1.5}, {"output_tail": "hi\n"})
 
 
 async def test_a_failed_candidate_row_of_a_batch_keeps_its_scores_and_says_why() -> None:
