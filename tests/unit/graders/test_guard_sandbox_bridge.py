@@ -160,3 +160,12 @@ def test_limits_of_one_are_allowed_and_bad_limits_are_named() -> None:
     with pytest.raises(SandboxError) as info:
         SandboxLimits(max_calls=-1)
     assert str(info.value) == "max_calls must not be negative, got -1."
+
+
+async def test_printing_past_the_output_limit_is_a_failed_run_that_names_the_limit() -> None:
+    source = "def f(payload):\n    while True:\n        print('x' * 1000)\n"
+    limits = SandboxLimits(timeout_seconds=30, max_output_bytes=100_000)
+    result = await run_sandboxed("f", None, source=source, limits=limits)
+    assert (result.ok, result.error_kind) == (False, "output_limit")
+    assert result.message == "The code printed more than 100000 bytes."
+    assert result.output_bytes > 100_000 and result.output_tail.endswith("x\n")
