@@ -75,3 +75,5 @@ async def test_the_extracted_answer_is_what_a_rule_found_or_what_math_verify_rea
     rules = [g.details["rule"] for g in outcome.grades]
     assert rules == ["final_answer", "last_result", "final_answer"]
     assert {g.details["gold_source"] for g in outcome.grades} == {"$2$"}
+    compared = outcome.grades[0].details
+    assert (compared["gold_parsed"], compared["answer_parsed"]) == ("2", "2")
