@@ -231,3 +231,36 @@ async def test_a_readable_directory_is_not_writable(tmp_path: Path) -> None:
     result = await run_sandboxed("f", str(tmp_path), source=source, limits=limits)
     assert result.value == ["42", "PermissionError"]
     assert not (tmp_path / "new.txt").exists()
+
+
+async def test_dev_null_stays_writable() -> None:
+    source = "import os\ndef f(payload):\n    return open(os.devnull, 'w').write('discarded')\n"
+    result = await run_sandboxed("f", None, source=source, limits=LIMITS)
+    assert result.ok, result
+    assert result.value == 9
+
+
+class FakeLandlock:
+    """What the child uses of the landlock module, with a kernel that refuses the ruleset."""
+
+    class FSAccess:
+        READ_FILE = 1
+        READ_DIR = 2
+        EXECUTE = 4
+        WRITE_FILE = 8
+
+    class Ruleset:
+        def allow(self, *paths: str, rules: int | None = None) -> None:
+            pass
+
+        def apply(self) -> None:
+            raise RuntimeError("the kernel refused the ruleset")
+
+
+def test_a_ruleset_the_kernel_refuses_is_reported_as_not_applied() -> None:
+    notes: list[str] = []
+    assert child._apply_landlock(FakeLandlock(), "/tmp", [], notes) is False
+    assert notes == [
+        "landlock unavailable (RuntimeError: the kernel refused the ruleset); file access is "
+        "not confined to the working directory"
+    ]
