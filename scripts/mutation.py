@@ -27,11 +27,14 @@ in a ``test_guard_*.py`` file; equivalent: list it there).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import fnmatch
 import importlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -59,6 +62,7 @@ class Group:
     lines_with: tuple[str, ...] = ()  # file engine: only mutants of lines holding one of these
     mutants: tuple[str, ...] = ()  # mutmut engine: only mutant names matching these globs
     timeout_factor: float = 4.0  # file engine: a mutant may take this times the clean run
+    also_copy: tuple[str, ...] = ()  # mutmut engine: repository paths the tests read
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -66,55 +70,71 @@ class Group:
 GROUPS: dict[str, Group] = {
     group.name: group
     for group in (
+        # evaluation/: one group per test area, so that each group's test selection (and
+        # mutmut's first, recorded run of all of it) holds only the tests that reach it.
         Group(
-            "evaluation",
+            "evaluation-scoring",
             "mutmut",
             (
                 "evaluation/_verdict.py",
                 "evaluation/_scoring.py",
                 "evaluation/_reasoning.py",
                 "evaluation/_budget.py",
-                "evaluation/_client.py",
-                "evaluation/_store.py",
             ),
             (
                 "tests/unit/evaluation",
                 "tests/integration/test_pipeline.py",
-                "tests/integration/test_cli.py",
                 "tests/integration/test_guard_resume.py",
                 "tests/integration/test_guard_reasoning_graders.py",
             ),
         ),
         Group(
-            "graders",
+            "evaluation-client",
             "mutmut",
+            ("evaluation/_client.py",),
             (
-                "graders/_mcq.py",
-                "graders/_math.py",
-                "graders/_python.py",
-                "graders/_sandbox.py",
+                "tests/unit/evaluation/test_client.py",
+                "tests/unit/evaluation/test_guard_client.py",
+                "tests/integration/test_faults.py",
             ),
+        ),
+        Group(
+            "evaluation-store",
+            "mutmut",
+            ("evaluation/_store.py",),
             (
-                "tests/unit/graders",
-                "tests/integration/test_judges.py",
+                "tests/unit/evaluation/test_guard_store.py",
+                "tests/unit/evaluation/test_store.py",
+                "tests/integration/test_guard_resume.py",
+                "tests/integration/test_pipeline.py",
+            ),
+        ),
+        # graders/: one group per module, each with the tests of that module only. The
+        # wall-clock assertions of these tests are generous safety nets (>= 10x the expected
+        # time), so that mutmut's call recording on a loaded machine does not trip them.
+        Group(
+            "graders-mcq",
+            "mutmut",
+            ("graders/_mcq.py",),
+            (
+                "tests/unit/graders/test_mcq.py",
+                "tests/unit/graders/test_guard_mcq.py",
                 "tests/integration/test_guard_reasoning_graders.py",
-                # Wall-clock assertions (a 1 s worker deadline, "linear on hostile input" in
-                # under 2 s, ...): mutmut's call recording makes them fail on clean code.
-                "--deselect",
-                "tests/unit/graders/test_math.py::test_unresponsive_worker_is_killed_and_replaced",
-                "--deselect",
-                "tests/unit/graders/test_math.py::test_extraction_stays_linear_on_hostile_input",
-                "--deselect",
-                "tests/unit/graders/test_math.py::test_runaway_comparison_is_interrupted_and_the_run_goes_on",
-                "--deselect",
-                "tests/unit/graders/test_mcq.py::test_extraction_is_fast_on_hostile_input",
-                "--deselect",  # HumanEval is not mutated here, and its tests are timed
-                "tests/unit/graders/test_humaneval.py",
+            ),
+            mutants=("kyai.graders._mcq.*",),
+        ),
+        Group(
+            "graders-math",
+            "mutmut",
+            ("graders/_math.py",),
+            (
+                "tests/unit/graders/test_guard_math.py",
+                "tests/unit/graders/test_math.py",
+                "tests/integration/test_guard_reasoning_graders.py",
             ),
             mutants=(
-                # The functions that decide a row's score or a sandbox run's verdict (about
-                # 1,100 of the modules' 3,000 mutants; name other globs with `mutmut run`).
-                "kyai.graders._mcq.*",
+                # The functions that decide a row's score (the worker's own code runs in a
+                # subprocess, where mutmut's switch between mutants cannot reach).
                 "kyai.graders._math.x_extract_final_answer_*",
                 "kyai.graders._math.x__last_boxed_*",
                 "kyai.graders._math.x__clean_*",
@@ -122,6 +142,17 @@ GROUPS: dict[str, Group] = {
                 "kyai.graders._math.x__for_math_verify_*",
                 "kyai.graders._math.xǁMathGraderǁ_prepare_*",
                 "kyai.graders._math.xǁMathGraderǁ_grade_reply_*",
+            ),
+        ),
+        Group(
+            "graders-python",
+            "mutmut",
+            ("graders/_python.py",),
+            (
+                "tests/unit/graders/test_python_grader.py",
+                "tests/unit/graders/test_guard_python_batch.py",
+            ),
+            mutants=(
                 "kyai.graders._python.x_interpret_result_*",
                 "kyai.graders._python.x_primary_score_*",
                 "kyai.graders._python.x__finite_number_*",
@@ -130,9 +161,25 @@ GROUPS: dict[str, Group] = {
                 "kyai.graders._python.xǁPythonGraderǁ_grade_sample_*",
                 "kyai.graders._python.xǁPythonGraderǁ_all_failed_*",
                 "kyai.graders._python.xǁPythonGraderǁ_read_batch_*",
+            ),
+        ),
+        Group(
+            "graders-sandbox",
+            "mutmut",
+            ("graders/_sandbox.py",),
+            (
+                "tests/unit/graders/test_sandbox.py",
+                "tests/unit/graders/test_guard_sandbox_udp.py",
+                "tests/unit/graders/test_guard_sandbox_bridge.py",
+                "tests/unit/graders/test_guard_sandbox_child.py",
+                "tests/unit/graders/test_python_grader.py",
+            ),
+            mutants=(
+                # The functions that decide a sandbox run's verdict.
                 "kyai.graders._sandbox.x__verdict_*",
                 "kyai.graders._sandbox.x__no_result_*",
                 "kyai.graders._sandbox.x__child_env_*",
+                "kyai.graders._sandbox.x__config_*",
                 "kyai.graders._sandbox.xǁSandboxLimitsǁ*",
                 "kyai.graders._sandbox.xǁ_Runǁ_answer_*",
             ),
@@ -147,8 +194,10 @@ GROUPS: dict[str, Group] = {
                 "api/engineargsset.py",
             ),
             ("tests/unit/api", "tests/unit/controllers", "tests/unit/builders"),
-            notes="mutmut mutates code inside functions only: the validators, not the "
-            "Field(ge=..., le=...) bounds (those are checked by the CRD tests).",
+            also_copy=("crds",),  # the CRD tests compare the models with the committed CRDs
+            notes="mutmut mutates undecorated functions only: the pydantic validators "
+            "(@field_validator, @model_validator) and the Field(ge=..., le=...) bounds are not "
+            "mutated (tests/unit/api/test_guard_validation.py tests each rule).",
         ),
         Group(
             "sandbox-child",
@@ -156,6 +205,7 @@ GROUPS: dict[str, Group] = {
             ("graders/_sandbox_child.py",),
             (
                 "tests/unit/graders/test_guard_sandbox_udp.py",
+                "tests/unit/graders/test_guard_sandbox_child.py",
                 "tests/unit/graders/test_sandbox.py",
             ),
             functions=(
@@ -173,8 +223,8 @@ GROUPS: dict[str, Group] = {
             "controller",
             "file",
             ("controllers/evaluationrun.py",),
-            ("tests/system/test_guard_runs.py",),
-            functions=("_job_state", "_complete"),
+            ("tests/unit/controllers/test_guard_thresholds.py", "tests/system/test_guard_runs.py"),
+            functions=("threshold_condition", "_job_state", "_complete"),
             lines_with=(
                 "thresholds",
                 "rate",
@@ -185,10 +235,18 @@ GROUPS: dict[str, Group] = {
                 "questions",
             ),
             timeout_factor=3.0,
-            notes="how a Job's state is read and how thresholds are decided; its tests are "
-            "system tests (the operator process against kyai devcluster), ~25 s per mutant.",
+            notes="how a Job's state is read and how thresholds are decided; a unit test of "
+            "threshold_condition, then system tests (the operator process against kyai "
+            "devcluster, ~25 s per mutant).",
         ),
     )
+}
+
+
+# Names that stand for several groups, run one after another.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "evaluation": ("evaluation-scoring", "evaluation-client", "evaluation-store"),
+    "graders": ("graders-mcq", "graders-math", "graders-python", "graders-sandbox"),
 }
 
 
@@ -207,8 +265,12 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
-def _workspace(group: Group, fresh: bool) -> Path:
-    """``.mutation/<group>``: src/kyai, tests/ and a pyproject.toml configuring mutmut."""
+def _workspace(group: Group, fresh: bool) -> tuple[Path, bool]:
+    """``.mutation/<group>``: src/kyai, tests/ and a pyproject.toml configuring mutmut.
+
+    Also says whether that configuration changed since the last run (the test selection):
+    mutmut then forgets every result of the group.
+    """
     ws = WORK / group.name
     if fresh and ws.exists():
         shutil.rmtree(ws)
@@ -217,6 +279,8 @@ def _workspace(group: Group, fresh: bool) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(PACKAGE, ws / "src" / "kyai", dirs_exist_ok=True, ignore=ignore)
     shutil.copytree(REPO / "tests", ws / "tests", dirs_exist_ok=True, ignore=ignore)
+    for extra in group.also_copy:
+        shutil.copytree(REPO / extra, ws / extra, dirs_exist_ok=True, ignore=ignore)
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     pytest_options = dict(project["tool"]["pytest"]["ini_options"])
     pytest_options["testpaths"] = ["tests"]
@@ -226,6 +290,7 @@ def _workspace(group: Group, fresh: bool) -> Path:
         "pytest_add_cli_args_test_selection": list(group.tests),
         "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q"],
         "use_git_change_detection": False,
+        "also_copy": list(group.also_copy),
         # A mutant that loops (start = end in a parser) is stopped after 5x the time its tests
         # took on the clean code plus 5 s (mutmut's default, 15x, costs minutes per loop).
         "timeout_multiplier": 5.0,
@@ -235,8 +300,16 @@ def _workspace(group: Group, fresh: bool) -> Path:
     lines += [f"{key} = {_toml_value(value)}" for key, value in mutmut_options.items()]
     lines += ["", "[tool.pytest.ini_options]"]
     lines += [f"{key} = {_toml_value(value)}" for key, value in pytest_options.items()]
-    (ws / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return ws
+    config = ws / "pyproject.toml"
+    # mutmut forgets its results when the tests it runs change (its "test_selection" and
+    # "test_execution" fingerprints), not for other settings.
+    keys = ("pytest_add_cli_args_test_selection", "pytest_add_cli_args")
+    before = None
+    if config.exists():
+        old = tomllib.loads(config.read_text(encoding="utf-8")).get("tool", {}).get("mutmut", {})
+        before = tuple(old.get(key) for key in keys)
+    config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return ws, before is not None and before != tuple(mutmut_options[key] for key in keys)
 
 
 def _mutmut() -> str:
@@ -246,22 +319,76 @@ def _mutmut() -> str:
     return str(path)
 
 
-def run_mutmut(group: Group, *, jobs: int, fresh: bool, only: Sequence[str] = ()) -> None:
-    """Run mutmut 3 on the group's workspace (it resumes where it stopped)."""
-    ws = _workspace(group, fresh)
+def run_mutmut(
+    group: Group,
+    *,
+    jobs: int,
+    fresh: bool,
+    only: Sequence[str] = (),
+    budget: float | None = None,
+    survivors: bool = False,
+) -> None:
+    """Run mutmut 3 on the group's workspace (it resumes where it stopped).
+
+    With ``budget`` (seconds), mutmut is stopped after that long: it records each mutant's
+    result as soon as the mutant is done, so the mutants run so far keep their results and
+    the rest stay "not checked" (a later run resumes them).
+    """
+    ws, reconfigured = _workspace(group, fresh)
     started = time.monotonic()
+    if reconfigured:
+        print(f"== {group.name}: the test selection changed: mutmut forgets the earlier results")
+    names = list(only)
+    if survivors and not reconfigured:
+        names = [r["mutant"] for r in mutmut_results(group) if r["status"] == "survived"]
+        if not names:
+            print(f"== {group.name}: no survivor to run again")
+            return
+    if not names:
+        # mutmut re-runs every mutant named on its command line, tested or not: to resume,
+        # name only those without a result yet (the group's globs on a first run).
+        records = [] if reconfigured else mutmut_results(group)
+        if records:
+            names = [
+                record["mutant"]
+                for record in records
+                if record["status"] == "not checked"
+                and (
+                    not group.mutants
+                    or any(fnmatch.fnmatchcase(record["mutant"], glob) for glob in group.mutants)
+                )
+            ]
+            if not names:
+                print(f"== {group.name}: every mutant has a result (--fresh to start over)")
+                return
+        else:
+            names = list(group.mutants)
     print(f"== {group.name}: mutmut run in {ws.relative_to(REPO)} ({jobs} children)", flush=True)
     log = ws / "mutmut-run.log"  # mutmut's own progress display, as it runs
     with log.open("w", encoding="utf-8") as handle:
-        completed = subprocess.run(
-            [_mutmut(), "run", "--max-children", str(jobs), *(only or group.mutants)],
+        process = subprocess.Popen(
+            [_mutmut(), "run", "--max-children", str(jobs), *names],
             cwd=ws,
             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
             stdout=handle,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its forked children too, for the budget's stop
         )
-    print(f"   mutmut exited {completed.returncode} after {time.monotonic() - started:.0f}s")
-    if completed.returncode != 0:
+        try:
+            returncode: int | str = process.wait(timeout=budget)
+        except subprocess.TimeoutExpired:
+            # mutmut stops its workers on Ctrl-C; each finished mutant is already saved.
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            with contextlib.suppress(ProcessLookupError):  # workers it left behind
+                os.killpg(process.pid, signal.SIGKILL)
+            returncode = "stopped: time budget spent (run again to resume)"
+    print(f"   mutmut exited {returncode} after {time.monotonic() - started:.0f}s", flush=True)
+    if isinstance(returncode, int) and returncode != 0:
         print(log.read_text(encoding="utf-8", errors="replace")[-3000:])
 
 
@@ -289,8 +416,14 @@ def mutmut_results(group: Group) -> list[dict[str, Any]]:
         meta = ws / "mutants" / "src" / "kyai" / (module + ".meta")
         if not meta.exists():
             continue
-        data = json.loads(meta.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(meta.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:  # read while mutmut rewrites it: once more
+            time.sleep(1)
+            data = json.loads(meta.read_text(encoding="utf-8"))
         for name, code in sorted(data["exit_code_by_key"].items()):
+            if group.mutants and not any(fnmatch.fnmatchcase(name, g) for g in group.mutants):
+                continue  # outside the group's selection
             status = "not checked" if code is None else _STATUS.get(code, "suspicious")
             records.append({"module": module, "mutant": name, "status": status})
     return records
@@ -370,10 +503,19 @@ def _pytest(tests: Sequence[str], scratch: Path, timeout: float | None) -> tuple
     return completed.returncode, time.monotonic() - started
 
 
-def run_file(group: Group, *, fresh: bool, deadline: float) -> None:
+def run_file(
+    group: Group,
+    *,
+    fresh: bool,
+    deadline: float,
+    only: Sequence[str] = (),
+    survivors: bool = False,
+) -> None:
     """Mutate one file at a time in a scratch copy and run the group's tests on each mutant.
 
     No new mutant starts after ``deadline`` (``time.monotonic()``); a later run resumes.
+    With ``only`` (globs of ``function:number`` keys), just those mutants run, again even if
+    an earlier run tested them.
     """
     ws = WORK / group.name
     if fresh and ws.exists():
@@ -418,11 +560,21 @@ def run_file(group: Group, *, fresh: bool, deadline: float) -> None:
         if group.functions:
             keyed.sort(key=lambda item: group.functions.index(item[0].split(":")[0]))
         stored = results.setdefault(module, {})
+        counts_path = ws / "counts.json"  # how many mutants each module has, for the report
+        counts = json.loads(counts_path.read_text(encoding="utf-8")) if counts_path.exists() else {}
+        counts[module] = len(keyed)
+        counts_path.write_text(json.dumps(counts), encoding="utf-8")
         print(f"   {module}: {len(mutants)} mutants", flush=True)
         try:
             for key, source in keyed:
                 diff = _diff(original, source)
-                if key in stored and stored[key]["diff"] == diff:
+                if survivors:
+                    if stored.get(key, {}).get("status") != "survived":
+                        continue
+                elif only:
+                    if not any(fnmatch.fnmatchcase(key, pattern) for pattern in only):
+                        continue
+                elif key in stored and stored[key]["diff"] == diff:
                     continue  # done in an earlier run
                 if time.monotonic() > deadline:
                     print("   time budget spent: stopping (run again to resume)", flush=True)
@@ -439,16 +591,25 @@ def run_file(group: Group, *, fresh: bool, deadline: float) -> None:
 
 
 def file_results(group: Group) -> list[dict[str, Any]]:
-    """One record per mutant of a file group, from its results.json."""
+    """One record per mutant of a file group, from its results.json.
+
+    The mutants a bounded run did not reach are "not checked".
+    """
     path = WORK / group.name / "results.json"
     if not path.exists():
         return []
     results = json.loads(path.read_text(encoding="utf-8"))
-    return [
+    records = [
         {"module": module, "mutant": key, "status": value["status"], "diff": value["diff"]}
         for module, mutants in results.items()
         for key, value in mutants.items()
     ]
+    counts_path = WORK / group.name / "counts.json"
+    if counts_path.exists():
+        for module, count in json.loads(counts_path.read_text(encoding="utf-8")).items():
+            done = len(results.get(module, {}))
+            records += [{"module": module, "mutant": "", "status": "not checked"}] * (count - done)
+    return records
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -484,7 +645,9 @@ def report(group: Group, *, diffs: bool = True) -> dict[str, Counter[str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the chosen groups (all by default), then print their reports."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("groups", nargs="*", metavar="GROUP", help=f"of {', '.join(GROUPS)}")
+    parser.add_argument(
+        "groups", nargs="*", metavar="GROUP", help=f"of {', '.join([*GROUPS, *ALIASES])}"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="mutants tested at once (mutmut)")
     parser.add_argument("--fresh", action="store_true", help="forget earlier results")
     parser.add_argument("--report", action="store_true", help="only print the last results")
@@ -494,27 +657,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="GLOB",
-        help="mutmut groups: (re)run only the mutants whose names match (repeatable)",
+        help="(re)run only the mutants whose names match (repeatable): mutmut names such as "
+        "'kyai.graders._mcq.x_extract_letter*', or file-group keys such as '_read_paths:*'",
+    )
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="run again only the mutants that survived the last run (after adding tests)",
     )
     parser.add_argument(
         "--max-minutes",
         type=float,
         default=None,
-        help="file groups: start no mutant after this long (results so far are kept)",
+        help="per group: stop after this long (results so far are kept; run again to resume)",
     )
     args = parser.parse_args(argv)
-    unknown = [name for name in args.groups if name not in GROUPS]
+    names = [member for name in args.groups for member in ALIASES.get(name, (name,))]
+    unknown = [name for name in names if name not in GROUPS]
     if unknown:
-        parser.error(f"unknown group(s) {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
-    groups = [GROUPS[name] for name in args.groups or GROUPS]
+        choices = ", ".join([*GROUPS, *ALIASES])
+        parser.error(f"unknown group(s) {', '.join(unknown)}; choose from {choices}")
+    groups = [GROUPS[name] for name in dict.fromkeys(names or GROUPS)]
+    budget = args.max_minutes * 60 if args.max_minutes is not None else None
     for group in groups:
         if args.report:
             continue
         if group.engine == "mutmut":
-            run_mutmut(group, jobs=args.jobs, fresh=args.fresh, only=args.only)
+            run_mutmut(
+                group,
+                jobs=args.jobs,
+                fresh=args.fresh,
+                only=args.only,
+                budget=budget,
+                survivors=args.survivors,
+            )
         else:
-            budget = args.max_minutes * 60 if args.max_minutes is not None else float("inf")
-            run_file(group, fresh=args.fresh, deadline=time.monotonic() + budget)
+            deadline = time.monotonic() + (budget if budget is not None else float("inf"))
+            run_file(
+                group, fresh=args.fresh, deadline=deadline, only=args.only, survivors=args.survivors
+            )
     for group in groups:
         report(group, diffs=not args.no_diffs)
     return 0

@@ -343,7 +343,7 @@ class _AiohttpBackend:
             raise _TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise _TransportFailure(
-                CONNECTION_ERROR, f"{type(exc).__name__}: {exc or 'connection failed'}"
+                CONNECTION_ERROR, f"{type(exc).__name__}: {str(exc) or 'connection failed'}"
             ) from exc
 
     async def aclose(self) -> None:
@@ -371,7 +371,7 @@ class _HttpxBackend:
             raise _TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:
             raise _TransportFailure(
-                CONNECTION_ERROR, f"{type(exc).__name__}: {exc or 'connection failed'}"
+                CONNECTION_ERROR, f"{type(exc).__name__}: {str(exc) or 'connection failed'}"
             ) from exc
         return _Reply(response.status_code, response.headers, response.content)
 

@@ -193,3 +193,11 @@ def test_engine_args_accepted_and_owned_flags_found() -> None:
         {"framework": "vllm", "args": {"Served_Model_Name": "x"}}
     )
     assert owned.owned_flags_used() == ["Served_Model_Name"]
+
+
+def test_an_owned_flag_is_found_whatever_its_value_holds() -> None:
+    # Second pass of make mutation (group api): the flag is what precedes the first "=".
+    spec = EngineArgsSetSpec.model_validate(
+        {"framework": "vllm", "extraArgs": ["--served-model-name=a=b"]}
+    )
+    assert spec.owned_flags_used() == ["--served-model-name"]

@@ -148,7 +148,9 @@ async def test_infinite_loop_times_out() -> None:
     (grade,) = await grade_answers(["    while True:\n        pass\n"], timeout=1)
     assert grade.score == 0.0
     assert grade.error_kind == "grader_timeout"
-    assert time.monotonic() - started < 5
+    # A safety net (the loop never ends), not a speed target: the 1 s deadline plus a sandbox
+    # start takes about 1-2 s (bench/bench_graders.py prints it).
+    assert time.monotonic() - started < 30
 
 
 async def test_writing_outside_is_refused_and_scores_zero(tmp_path: Path) -> None:
@@ -212,12 +214,11 @@ async def grade_all(rows: list[Row], answer_of: Any, *, timeout: float = 10.0) -
 
 @pytest.mark.slow  # about 5-15 s each on two cores; runs in the default suite
 async def test_humaneval_canonical_solutions_all_pass() -> None:
+    # How long the 164 problems take is a figure of bench/bench_graders.py, not asserted here.
     rows = humaneval_rows()
-    started = time.monotonic()
     grades = await grade_all(rows, lambda row: row.ground_truth_response)
     failing = [(row.row_id, g.message) for row, g in zip(rows, grades, strict=True) if g.score != 1]
     assert failing == []
-    assert time.monotonic() - started < 60
 
 
 @pytest.mark.slow  # about 5-15 s each on two cores; runs in the default suite

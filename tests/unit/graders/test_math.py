@@ -15,6 +15,12 @@ from kyai.graders._types import GradeInput, GradingContext, GradingOutcome
 pytest.importorskip("math_verify")
 
 CONTEXT = GradingContext(dataset="math-500", candidate_model="m", run_id="run-1")
+# Wall-clock bounds are safety nets against a hang only (>= 10x the expected time, so that a
+# loaded machine or mutmut's call recording cannot trip them); the timings themselves are
+# figures of bench/bench_graders.py.
+HANG_SAFETY_NET_SECONDS = 60.0
+HANG_TIMEOUT_SECONDS = 180  # pytest-timeout for the tests that use the net above
+HOSTILE_INPUT_SAFETY_NET_SECONDS = 30.0
 
 
 def _input(gold: str, response: str, *, index: int = 0, failed: bool = False) -> GradeInput:
@@ -173,6 +179,7 @@ async def test_candidate_failure_and_missing_reference_need_no_worker(
     assert [g.score for g in outcome.grades] == [0.0, 0.0]
 
 
+@pytest.mark.timeout(HANG_TIMEOUT_SECONDS)
 async def test_runaway_comparison_is_interrupted_and_the_run_goes_on() -> None:
     grader = MathGrader(timeout_seconds=1.0)
     context = GradingContext(dataset="math-500", candidate_model="m", run_id="r", concurrency=1)
@@ -184,7 +191,9 @@ async def test_runaway_comparison_is_interrupted_and_the_run_goes_on() -> None:
         ],
         context,
     )
-    assert time.monotonic() - started < 30
+    # A safety net (the comparison would run for hours), not a speed target: the 1 s deadline
+    # plus a worker start takes a few seconds (bench/bench_graders.py prints it).
+    assert time.monotonic() - started < HANG_SAFETY_NET_SECONDS
     slow, fine = outcome.grades
     assert slow.score == 0.0
     assert slow.error_kind == "grader_timeout"
@@ -192,6 +201,7 @@ async def test_runaway_comparison_is_interrupted_and_the_run_goes_on() -> None:
     assert fine.score == 1.0
 
 
+@pytest.mark.timeout(HANG_TIMEOUT_SECONDS)
 async def test_unresponsive_worker_is_killed_and_replaced() -> None:
     # The in-worker deadline (30 s) is later than the parent's (1 s): the parent kills the
     # worker, and the next row gets a fresh one.
@@ -202,7 +212,8 @@ async def test_unresponsive_worker_is_killed_and_replaced() -> None:
         [_input("1", "Final answer: $9^{9^{9}}$"), _input("-5", "Final answer: -5", index=1)],
         context,
     )
-    assert time.monotonic() - started < 30
+    # A safety net (the worker itself would give up only after 30 s), not a speed target.
+    assert time.monotonic() - started < HANG_SAFETY_NET_SECONDS
     killed, fine = outcome.grades
     assert killed.error_kind == "grader_timeout"
     assert "killed" in (killed.message or "")
@@ -275,10 +286,18 @@ def test_rejects_non_positive_timeouts(kwargs: dict[str, float]) -> None:
 
 
 @pytest.mark.parametrize(
-    "response",
-    ["\\boxed{" * 30_000, "Final answer: **\n\n" * 20_000, "$" * 100_000 + "1"],
+    ("response", "rule"),
+    [
+        ("\\boxed{" * 30_000, "last_result"),  # never closed: no boxed answer
+        ("Final answer: **\n\n" * 20_000, "final_answer"),
+        ("$" * 100_000 + "1", "last_result"),
+    ],
 )
-def test_extraction_stays_linear_on_hostile_input(response: str) -> None:
+def test_extraction_finishes_on_hostile_input(response: str, rule: str) -> None:
+    # A safety net against catastrophic backtracking, not a speed target: the extraction
+    # takes milliseconds (bench/bench_graders.py prints the figures), a quadratic pattern on
+    # these 100 kB inputs takes many minutes.
     started = time.monotonic()
-    extract_final_answer(response)
-    assert time.monotonic() - started < 2.0
+    extraction = extract_final_answer(response)
+    assert time.monotonic() - started < HOSTILE_INPUT_SAFETY_NET_SECONDS
+    assert extraction.rule == rule

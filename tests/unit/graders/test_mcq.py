@@ -15,6 +15,9 @@ from kyai.graders._mcq import (
 from kyai.graders._types import GradeInput, GradingContext
 
 CONTEXT = GradingContext(dataset="gpqa-diamond", candidate_model="m", run_id="run-1")
+# A safety net against catastrophic backtracking only (the extraction takes milliseconds; the
+# figures are printed by bench/bench_graders.py).
+HOSTILE_INPUT_SAFETY_NET_SECONDS = 30.0
 
 
 def _input(
@@ -248,10 +251,21 @@ def test_for_dataset_knows_only_mcq_builtins() -> None:
 
 
 @pytest.mark.parametrize(
-    "response",
-    ["answer " * 30_000, "(" * 100_000, "**" * 50_000 + "A", "A.\n" * 30_000, " " * 200_000 + "C"],
+    ("response", "letter"),
+    [
+        ("answer " * 30_000, None),
+        ("(" * 100_000, None),
+        ("**" * 50_000 + "A", "A"),
+        ("A.\n" * 30_000, "A"),
+        (" " * 200_000 + "C", "C"),
+    ],
 )
-def test_extraction_is_fast_on_hostile_input(response: str) -> None:
+def test_extraction_finishes_on_hostile_input(response: str, letter: str | None) -> None:
+    # A safety net against catastrophic backtracking, not a speed target: the extraction
+    # takes milliseconds (bench/bench_graders.py prints the figures), a quadratic pattern
+    # on these 100-200 kB inputs takes many minutes. The bound is generous so that a loaded
+    # machine or mutmut's call recording cannot trip it.
     started = time.monotonic()
-    extract_letter(response)
-    assert time.monotonic() - started < 2.0
+    extraction = extract_letter(response)
+    assert time.monotonic() - started < HOSTILE_INPUT_SAFETY_NET_SECONDS
+    assert extraction.letter == letter
