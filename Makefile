@@ -50,9 +50,12 @@ demo: $(STAMP)
 demo-cli: $(STAMP)
 	$(BIN)/python -m kyai.testing.demo
 
-## make bench: the evaluation engine's throughput and memory benchmark.
+## make bench: the evaluation engine's throughput and memory benchmark, then the graders'
+## timings and the responsiveness figures that the tests only bound as safety nets.
 bench: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
+	$(BIN)/python bench/bench_graders.py
+	$(BIN)/python bench/bench_responsiveness.py
 
 ## make bench-operator: 1,000 EvaluationRuns over 100 Workloads in kyai devcluster with the
 ## workers replaced by an instant stand-in (the operator's figures), then 100 runs over 10
