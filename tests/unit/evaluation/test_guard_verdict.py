@@ -101,3 +101,33 @@ def test_a_long_invalid_score_is_quoted_cut_to_80_characters() -> None:
 def test_the_range_is_closed(edge: float) -> None:
     verdict = parse_verdict(f'{{"score": {edge}}}')
     assert verdict.ok and verdict.score == float(edge)
+
+
+# Survivors of the complete `evaluation-scoring` run (second pass): the ambiguity check for
+# scores that are not numbers, and the message that shows the disagreeing scores.
+
+
+def test_different_scores_that_are_not_numbers_are_ambiguous() -> None:
+    verdict = parse_verdict('{"score": "high"} and then {"score": "low"}')
+    assert (verdict.score, verdict.error_kind) == (0.0, "judge_ambiguous")
+
+
+def test_the_same_object_score_in_another_key_order_is_not_ambiguous() -> None:
+    verdict = parse_verdict('{"score": {"a": 1, "b": 2}} {"score": {"b": 2, "a": 1}}')
+    assert (verdict.score, verdict.error_kind) == (0.0, "judge_score_invalid")
+
+
+def test_an_ambiguous_reply_shows_its_scores_sorted() -> None:
+    verdict = parse_verdict('{"score": 1} {"score": 0.5} {"score": 0}')
+    assert verdict.error_message == (
+        "The judge's reply held 3 JSON objects with different scores (0, 0.5, 1); it is ambiguous."
+    )
+
+
+def test_the_scores_shown_for_an_ambiguous_reply_are_cut_to_120_characters() -> None:
+    reply = " ".join(f'{{"score": 0.{index:04d}}}' for index in range(1, 41))
+    message = parse_verdict(reply).error_message or ""
+    shown = message.split("(", 1)[1].rsplit("); it is ambiguous.", 1)[0]
+    full = ", ".join(f"0.{index:04d}".rstrip("0") for index in range(1, 41))
+    assert len(full) > 120
+    assert shown == full[:120]
