@@ -56,12 +56,13 @@ SPEC_CHANGED = (
 START_GRACE_SECONDS = 15.0
 
 
-def _may_be_stuck(job: Mapping[str, Any] | None) -> bool:
-    """A running Job without a ready pod, older than :data:`START_GRACE_SECONDS`."""
+def _may_be_stuck(job: Mapping[str, Any] | None, now: datetime | None = None) -> bool:
+    """A running Job without a ready pod, older than :data:`START_GRACE_SECONDS` at ``now``."""
     if job is None or (job.get("status") or {}).get("ready"):
         return False
     created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
-    return created is None or (datetime.now(UTC) - created).total_seconds() > START_GRACE_SECONDS
+    now = now or datetime.now(UTC)
+    return created is None or (now - created).total_seconds() > START_GRACE_SECONDS
 
 
 def _ready_reason(status: EvaluationRunStatus) -> str | None:
@@ -616,7 +617,7 @@ def needs_resync(
         return True
     name = status.get("generationJob") if phase == "Generating" else status.get("judgeJob")
     job = jobs.get(str(name)) if name else None
-    return job is None or _is_finished(job) or _may_be_stuck(job)
+    return job is None or _is_finished(job) or _may_be_stuck(job, now)
 
 
 async def resync_runs(svc: Services) -> int:
