@@ -280,6 +280,7 @@ def _register_runs(registry: kopf.OperatorRegistry) -> None:
         else:
             svc.metrics.observe(dict(body))
             svc.remember(body)
+            await wake_rejudges(svc, _ns(namespace), name, body.get("status"))
 
 
 def _keep(svc: Services, event: Any, body: Any) -> None:
@@ -329,3 +330,28 @@ async def _reconcile_pending_runs(
             continue
         if name in _names_in(run.get("spec") or {}):
             await reconcile_run(svc, namespace, run["metadata"]["name"])
+
+
+def waiting_rejudges(svc: Services, namespace: str, source: str) -> list[str]:
+    """The Pending runs of ``namespace`` that re-judge ``source`` (``spec.generationFrom``).
+
+    Read from the watch's cache (it holds every unfinished run): no LIST per finished run.
+    """
+    waiting = []
+    for (kind, ns, name), run in list(svc.seen.items()):
+        if kind != "EvaluationRun" or ns != namespace:
+            continue
+        if (run.get("status") or {}).get("phase") != "Pending":
+            continue
+        ref = ((run.get("spec") or {}).get("generationFrom") or {}).get("runRef") or {}
+        if ref.get("name") == source:
+            waiting.append(name)
+    return sorted(waiting)
+
+
+async def wake_rejudges(svc: Services, namespace: str, name: str, status: Any) -> None:
+    """A run that finished: its waiting re-judgings go on now, not at the next resync."""
+    if (status or {}).get("phase") not in ("Succeeded", "Failed"):
+        return
+    for waiting in waiting_rejudges(svc, namespace, name):
+        await reconcile_run(svc, namespace, waiting)
