@@ -59,14 +59,6 @@ def controller_ref(owner: Obj) -> Obj:
     }
 
 
-def controlled_by(obj: Obj, uid: str) -> bool:
-    """Whether ``obj`` has a controller ownerReference to ``uid``."""
-    return any(
-        ref.get("uid") == uid and ref.get("controller")
-        for ref in meta(obj).get("ownerReferences") or []
-    )
-
-
 def owner_of(obj: Obj, kind: str) -> str | None:
     """The name of the controlling owner of ``kind``, if any."""
     for ref in meta(obj).get("ownerReferences") or []:
