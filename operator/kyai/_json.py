@@ -1,4 +1,4 @@
-"""JSON on the hot path of a phase (request bodies, answers, stored records) through orjson.
+"""JSON on hot paths (request bodies, answers, stored records, dataset rows) through orjson.
 
 One row costs a request body to encode, an answer to parse and a record to store; with the
 standard library's ``json`` those took about a third of kyai's own CPU per row (aiohttp's

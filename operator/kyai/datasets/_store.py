@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
+from kyai._json import record_line
 
 from ._errors import DatasetError
 from ._io import Record, describe_type, read_jsonl, read_text
@@ -50,12 +50,7 @@ def _row_bytes(row: Row) -> bytes:
     Rows hold JSON-safe values by construction (finite floats, string keys); what orjson
     refuses (lone surrogates, integers beyond 64 bits) takes the standard library's way.
     """
-    try:
-        return orjson.dumps(
-            _row_value(row), option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
-        )
-    except TypeError:  # orjson.JSONEncodeError
-        return (_row_line(row) + "\n").encode("utf-8")
+    return record_line(_row_value(row))
 
 
 def write_rows_jsonl(path: str | Path, rows: Iterable[Row]) -> None:

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import httpx
 
-from kyai.evaluation import _codec
+from kyai import _json
 from kyai.evaluation._budget import estimate_prompt_tokens
 from kyai.evaluation._redact import redact, register_secret
 
@@ -287,7 +287,7 @@ class _Reply:
         return self.content.decode("utf-8", errors="replace")
 
     def json(self) -> Any:
-        return _codec.loads(self.content)
+        return _json.loads(self.content)
 
 
 class _TransportFailure(Exception):
@@ -517,7 +517,7 @@ class ChatClient:
             retry_after: float | None = None
             try:
                 response = await self._backend.request(
-                    "POST", "/chat/completions", _codec.dumps_body(body)
+                    "POST", "/chat/completions", _json.dumps_body(body)
                 )
             except _TransportFailure as exc:
                 kind, detail = exc.kind, exc.detail

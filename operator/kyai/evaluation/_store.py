@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from kyai.evaluation._codec import record_line
+from kyai._json import record_line
 from kyai.evaluation._redact import redact, redact_bytes
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from kyai._json import dumps_body, loads, record_line
 from kyai.datasets import Row, read_rows_jsonl, write_rows_jsonl
 from kyai.datasets._store import _row_line
-from kyai.evaluation._codec import dumps_body, loads, record_line
 from kyai.evaluation._redact import (
     REDACTED,
     forget_secrets,
@@ -73,7 +73,7 @@ def test_loads_accepts_what_json_accepts() -> None:
     assert loads('{"a": 1}') == {"a": 1}
     nan = loads(b'{"x": NaN, "y": -Infinity}')
     assert math.isnan(nan["x"]) and nan["y"] == -math.inf
-    # Beyond 64 bits orjson reads a float (documented in kyai.evaluation._codec).
+    # Beyond 64 bits orjson reads a float (documented in kyai._json).
     assert loads(b'{"n": 123456789012345678901234567890}') == {"n": 1.2345678901234568e29}
     assert loads('{"a": "é"}'.encode("utf-16")) == {"a": "é"}  # json detects UTF-16
 
