@@ -92,8 +92,10 @@ from opbench.procs import (
 )
 from opbench.report import Result, handler_calls, render, summarize_access, summarize_log
 
-#: The instant stand-in run as the worker image's entrypoint with --standin.
-STANDIN = Path(__file__).resolve().parent / "opbench" / "standin.py"
+#: The instant stand-in the devcluster runs in place of the worker image's entrypoint
+#: (``--standin``: in its own event loop, no process per worker pod).
+STANDIN = "opbench.standin:run"
+BENCH_DIR = Path(__file__).resolve().parent
 
 
 class Bench:
@@ -148,9 +150,10 @@ class Bench:
             [sys.executable, "-m", "kyai.cli", "devcluster", "--port", "0",
              "--kubeconfig", str(kubeconfig), "--workdir", str(self.workdir / "cluster"),
              "--local-image", WORKER_IMAGE, *(["--verbose"] if self.args.access_log else []),
-             *(["--entrypoint", f"{sys.executable} -I -S {STANDIN}"] if self.args.standin else [])],
+             *(["--entrypoint-function", STANDIN] if self.args.standin else [])],
             self.workdir / "devcluster.log",
-            dict(os.environ),
+            {**os.environ, "PYTHONPATH": os.pathsep.join(
+                [str(BENCH_DIR), *filter(None, [os.environ.get("PYTHONPATH")])])},
         )  # fmt: skip
         self.children.append(child)
         self.devcluster = child

@@ -38,7 +38,7 @@ from kyai.devcluster._kubelet import (
 )
 from kyai.devcluster._network import HostsFile, ServiceProxy, network_env
 from kyai.devcluster._pki import Pki, PkiError, make_pki
-from kyai.devcluster._runtime import PodmanRuntime, ProcessRuntime, Runtime
+from kyai.devcluster._runtime import EntryFunction, PodmanRuntime, ProcessRuntime, Runtime
 from kyai.devcluster._server import KUBERNETES_VERSION, ApiServer
 from kyai.devcluster._store import NAMESPACES, Store, now_rfc3339
 from kyai.devcluster._tokens import ADMIN_TOKEN, new_signing_key
@@ -106,6 +106,8 @@ class DevCluster:
     ``https_port`` is the HTTPS listener's port (0: a free one; None: no HTTPS listener),
     which in-cluster configuration of containers uses. ``engine_command`` replaces the
     engine stand-in (``python -m kyai.testing.engines``) that serving engines' images run.
+    ``entrypoint_function`` (process runtime) replaces ``entrypoint``: a local-image
+    container without a command runs as that coroutine in the devcluster's event loop.
     """
 
     def __init__(
@@ -126,6 +128,7 @@ class DevCluster:
         https_port: int | None = 0,
         max_probe_period: float | None = 1.0,
         engine_command: Sequence[str] | None = None,
+        entrypoint_function: EntryFunction | None = None,
     ) -> None:
         if runtime not in ("process", "podman"):
             raise DevClusterError(f"runtime must be 'process' or 'podman', not {runtime!r}")
@@ -154,6 +157,7 @@ class DevCluster:
         self.https_url = ""
         self.max_probe_period = max_probe_period
         self.engine_command = tuple(engine_command) if engine_command else None
+        self.entrypoint_function = entrypoint_function
         self.pki: Pki | None = None
         self._https_runner: web.AppRunner | None = None
         self._proxy: ServiceProxy | None = None
@@ -245,6 +249,7 @@ class DevCluster:
             ca_file=self.pki.ca_cert if self.pki is not None else None,
             max_probe_period=self.max_probe_period,
             engine_command=self.engine_command,
+            entrypoint_function=self.entrypoint_function,
         )
         self.server.logs = self._kubelet
         self._controllers = [

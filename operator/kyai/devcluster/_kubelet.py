@@ -68,6 +68,7 @@ from kyai.devcluster._controllers import (
 from kyai.devcluster._network import HOSTS_VARIABLE, POD_NETWORK, SHIM_DIR, AddressPool
 from kyai.devcluster._probes import ProbeTiming, run_probe
 from kyai.devcluster._runtime import (
+    EntryFunction,
     Exit,
     Handle,
     Launch,
@@ -247,6 +248,7 @@ class Kubelet:
         max_probe_period: float | None = 1.0,
         restart_backoff: tuple[float, float] = RESTART_BACKOFF,
         engine_command: Sequence[str] | None = None,
+        entrypoint_function: EntryFunction | None = None,
     ) -> None:
         self.store = store
         self.workdir = workdir
@@ -263,6 +265,8 @@ class Kubelet:
         self.restart_backoff = restart_backoff
         #: What an engine image runs, followed by the container's command and args.
         self.engine_command = tuple(engine_command) if engine_command else None
+        #: Runs in place of ``entrypoint`` (process runtime) inside the event loop.
+        self.entrypoint_function = entrypoint_function
         #: ``(host, port)`` of the API server's HTTPS listener (set by the devcluster).
         self.service_endpoint: tuple[str, int] | None = None
         self.pod_addresses = AddressPool(POD_NETWORK)
@@ -1106,9 +1110,8 @@ class Kubelet:
             argv = [expand_references(part, env) for part in command + args]
             has_entrypoint = bool(command)
         else:
-            argv = [
-                expand_references(part, env) for part in (command or list(self.entrypoint)) + args
-            ]
+            entry = [] if self.entrypoint_function and not command else list(self.entrypoint)
+            argv = [expand_references(part, env) for part in (command or entry) + args]
             has_entrypoint = True
         if self.runtime.name == "process":
             pairs = [(m.path, m.host) for m in mounts]
@@ -1145,6 +1148,11 @@ class Kubelet:
             termination_message_path=message_path,
             security=_merged_security(context.pod, container),
             memory_limit=memory,
+            function=(
+                self.entrypoint_function
+                if kind == "local" and not command and self.runtime.name == "process"
+                else None
+            ),
         )
 
     async def _run_once(self, run: _PodRun, context: _PodContext, container: Obj) -> Obj:

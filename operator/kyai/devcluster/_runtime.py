@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -64,6 +65,15 @@ class Launch:
     termination_message_path: str
     security: Obj = field(default_factory=dict)
     memory_limit: int | None = None
+    #: Runs instead of a process when set (``--entrypoint-function``): ``argv`` is the
+    #: container's args only.
+    function: EntryFunction | None = None
+
+
+#: An entrypoint run inside the devcluster's event loop instead of a process: it gets the
+#: launch (args in ``argv``, ``env``, ``log_path``, ``termination_path``) and returns the
+#: exit code. For benchmarks: 2,000 pods cost no 2,000 interpreter start-ups.
+EntryFunction = Callable[["Launch"], Awaitable[int]]
 
 
 @dataclass
@@ -167,6 +177,40 @@ async def _run(
     return int(process.returncode or 0), out.decode(errors="replace")
 
 
+class _FunctionHandle:
+    """A container that is a task of the devcluster's event loop (an entry function)."""
+
+    def __init__(self, launch: Launch, function: EntryFunction) -> None:
+        self.launch = launch
+        self.task = asyncio.get_running_loop().create_task(
+            self._main(function), name=f"devcluster-entry-{launch.pod_name}/{launch.name}"
+        )
+
+    async def _main(self, function: EntryFunction) -> int:
+        try:
+            return int(await function(self.launch))
+        except asyncio.CancelledError:
+            return 128 + signal.SIGTERM
+        except Exception as exc:  # what a crashing process would print, then exit 1
+            with self.launch.log_path.open("a", encoding="utf-8") as log:
+                log.write(f"{type(exc).__name__}: {exc}\n")
+            return 1
+
+    async def wait(self) -> Exit:
+        return Exit(await asyncio.shield(self.task))
+
+    def running(self) -> bool:
+        return not self.task.done()
+
+    async def stop(self, grace: float) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+    async def exec(self, argv: list[str], timeout: float) -> tuple[int, str]:
+        return 126, "an entry function runs in the devcluster: nothing to exec into"
+
+
 class ProcessRuntime:
     """Containers as child processes of the devcluster (the fast default)."""
 
@@ -176,6 +220,8 @@ class ProcessRuntime:
         return False  # only the kubelet's local-image patterns run
 
     async def start(self, launch: Launch) -> Handle:
+        if launch.function is not None:
+            return _FunctionHandle(launch, launch.function)
         argv = launch.argv
         if not argv:
             raise StartError("no command given and the image has no entrypoint")

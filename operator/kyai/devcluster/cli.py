@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
+import inspect
 import logging
 import signal
 import sys
@@ -68,6 +70,16 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="command run for a local-image container without a command (default: %(default)s)",
     )
     parser.add_argument(
+        "--entrypoint-function",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help=(
+            "process runtime, for benchmarks: a local-image container without a command runs "
+            "as this coroutine (given the launch: args, env, log and termination-message "
+            "paths; returns the exit code) inside the devcluster instead of --entrypoint"
+        ),
+    )
+    parser.add_argument(
         "--runtime",
         choices=("process", "podman"),
         default="process",
@@ -115,6 +127,13 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace) -> int:
     from kyai.devcluster._cluster import DevCluster, DevClusterError
 
+    function = None
+    if args.entrypoint_function:
+        try:
+            function = _load_function(args.entrypoint_function)
+        except (ImportError, AttributeError, ValueError) as exc:
+            print(f"kyai devcluster: --entrypoint-function: {exc}", file=sys.stderr)
+            return 2
     cluster = DevCluster(
         workdir=args.workdir,
         host=args.host,
@@ -127,6 +146,7 @@ async def _serve(args: argparse.Namespace) -> int:
         image=args.image,
         https_port=args.https_port,
         max_probe_period=args.max_probe_period or None,
+        entrypoint_function=function,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -152,3 +172,14 @@ async def _serve(args: argparse.Namespace) -> int:
             loop.remove_signal_handler(signum)
     print("kyai devcluster stopped", flush=True)
     return 0
+
+
+def _load_function(spec: str) -> Any:
+    """The coroutine function ``MODULE:FUNCTION`` names."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"expected MODULE:FUNCTION, got {spec!r}")
+    function = getattr(importlib.import_module(module_name), attribute)
+    if not inspect.iscoroutinefunction(function):
+        raise ValueError(f"{spec} is not a coroutine function (async def)")
+    return function
