@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections import Counter
@@ -11,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import orjson
 
 from opbench.objects import LABEL_RUN
 from opbench.procs import BenchError
@@ -114,17 +114,22 @@ async def watch(
             "GET", path, params=params, timeout=httpx.Timeout(None, connect=10.0)
         ) as response:
             response.raise_for_status()
-            async for line in response.aiter_lines():
+            pending = b""
+            # Bytes split on newlines and parsed by orjson: this process shares the two cores
+            # with the operator, and httpx's line decoding cost a third of its CPU.
+            async for chunk in response.aiter_bytes():
                 received = time.monotonic()
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                kind, obj = event["type"], event["object"]
-                if kind == "ERROR":
-                    raise BenchError(f"The watch of {path} failed: {obj.get('message')}")
-                resource_version = obj["metadata"]["resourceVersion"]
-                if kind != "BOOKMARK":
-                    on_event(kind, obj, received)
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = orjson.loads(line)
+                    kind, obj = event["type"], event["object"]
+                    if kind == "ERROR":
+                        raise BenchError(f"The watch of {path} failed: {obj.get('message')}")
+                    resource_version = obj["metadata"]["resourceVersion"]
+                    if kind != "BOOKMARK":
+                        on_event(kind, obj, received)
 
 
 # -- figures -------------------------------------------------------------------------------

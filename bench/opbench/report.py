@@ -67,7 +67,8 @@ def render(result: Result) -> str:
         f"{op.get('runqueue_wait_during_runs_s', 0):.1f} s for a CPU meanwhile)",
         f"host: {ctx.get('runnable_processes_mean', 0):.1f} runnable processes on average "
         f"(max {ctx.get('runnable_processes_max', 0)}) while the runs ran",
-        f"context: devcluster CPU {ctx.get('devcluster_cpu_s', 0):.1f} s, worker processes "
+        f"context: devcluster CPU {ctx.get('devcluster_cpu_s', 0):.1f} s, this bench's "
+        f"{ctx.get('bench_cpu_s', 0):.1f} s, worker processes "
         f"CPU {ctx.get('workers_cpu_s', 0):.1f} s, {ctx.get('worker_pods', 0)} worker pods, "
         f"{ctx.get('jobs', 0)} Jobs, {ctx.get('run_events', 0)} run watch events "
         f"(status writes per run: median {ctx.get('status_writes_p50', 0)}, "

@@ -19,12 +19,14 @@ apart). orjson does the same work several times faster. Whatever orjson refuses 
 
 from __future__ import annotations
 
+import copy
 import json
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import orjson
 
 _SORTED_LINE = orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
+_T = TypeVar("_T")
 
 
 def loads(data: bytes | str) -> Any:
@@ -52,3 +54,17 @@ def record_line(value: Any) -> bytes:
     except TypeError:  # non-string keys, integers beyond 64 bits, lone surrogates...
         text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         return (text + "\n").encode("utf-8")
+
+
+def clone(value: _T) -> _T:
+    """A deep copy of a JSON tree (dicts, lists, strings, numbers, booleans, None).
+
+    Through orjson, about six times faster than ``copy.deepcopy`` for a Kubernetes object
+    (a copy is what JSON would read back: tuples come back as lists, a non-finite float as
+    None); a tree orjson does not encode (bytes, non-string keys, integers beyond 64 bits)
+    is deep-copied instead.
+    """
+    try:
+        return cast(_T, orjson.loads(orjson.dumps(value)))
+    except TypeError:  # orjson.JSONEncodeError
+        return copy.deepcopy(value)

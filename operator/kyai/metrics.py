@@ -140,7 +140,9 @@ class RunMetrics(Collector):
     """The operator's metrics: kept runs in, Prometheus families out."""
 
     def __init__(self) -> None:
-        self._runs: dict[tuple[str, str], RunView] = {}
+        #: Runs by (namespace, name): a view, or an unfinished run's object as last observed
+        #: (read into a view at the next scrape; see :meth:`observe`).
+        self._runs: dict[tuple[str, str], RunView | Mapping[str, Any]] = {}
         self._lock = threading.Lock()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
@@ -181,10 +183,18 @@ class RunMetrics(Collector):
             self.reconcile_duration.labels(kind=kind).observe(time.perf_counter() - started)
 
     def observe(self, body: Mapping[str, Any]) -> None:
-        """Record the current state of a run."""
-        view = run_view(body)
+        """Record the current state of a run.
+
+        A finished run is read at once (it changes no more); an unfinished one at the next
+        scrape, so that its many watch events cost one read a scrape, not one each (and only
+        unfinished runs, which the operator's cache holds anyway, are kept as objects).
+        """
+        meta = body.get("metadata", {})
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        finished = (body.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        seen: RunView | Mapping[str, Any] = run_view(body) if finished else body
         with self._lock:
-            self._runs[(view.labels[0], view.labels[1])] = view
+            self._runs[key] = seen
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted run's series."""
@@ -194,7 +204,10 @@ class RunMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         """The metric families, computed at scrape time."""
         with self._lock:
-            runs = list(self._runs.values())
+            for key, seen in list(self._runs.items()):
+                if not isinstance(seen, RunView):
+                    self._runs[key] = run_view(seen)
+            runs = [view for view in self._runs.values() if isinstance(view, RunView)]
         score = GaugeMetricFamily(
             "kyai_evaluation_score",
             "KYAI average score of a succeeded run (0..1; errors count 0).",

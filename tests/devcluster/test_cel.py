@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from devcluster.helpers import WIDGET_CRD, Api, widget
-from kyai.devcluster._cel import _reads
+from kyai.devcluster._cel import _pruned, _reads
 
 CRDS = Path(__file__).resolve().parents[2] / "crds"
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
@@ -245,3 +245,23 @@ async def test_cached_outcomes_follow_the_values_they_read(ruled: Api) -> None:
     for size, expected in ((4, 422), (5, 200), (4, 422), (6, 200), (5, 422)):
         status, _ = await ruled.patch(f"{WIDGETS}/w", {"spec": {"size": size}})
         assert status == expected, size
+
+
+def test_a_rule_sees_only_what_it_reads_and_that_whole() -> None:
+    """Only the chains a rule reads are converted for CEL; each whole, the rest left out."""
+    obj = {
+        "spec": {"a": {"b": 1, "c": [1, 2]}, "d": 2},
+        "status": {"phase": "Judging", "scores": [0.5] * 1000},
+        "metadata": {"name": "x"},
+    }
+    rule = "!has(oldSelf.status.phase) || self.spec == oldSelf.spec || self.spec.a.b > 0"
+    reads = _reads(rule)
+    assert _pruned(obj, reads, "self") == {"spec": obj["spec"]}
+    assert _pruned(obj, reads, "oldSelf") == {"spec": obj["spec"], "status": {"phase": "Judging"}}
+    # A chain that stops short of a missing key keeps the absence.
+    assert _pruned({"spec": {}}, _reads("self.spec.a.b == 1"), "self") == {"spec": {}}
+    # Methods or indexing on self itself: everything.
+    for whole in ("self.size() > 1", "self['spec'].d == 2", "self.all(k, k != 'x')"):
+        assert _pruned(obj, _reads(whole), "self") is obj
+    # Not read at all (only oldSelf): nothing of self.
+    assert _pruned(obj, _reads("oldSelf.spec.d == 2"), "self") == {}

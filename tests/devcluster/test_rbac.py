@@ -719,3 +719,37 @@ async def test_a_bindings_role_ref_cannot_change(api: Api, sa: dict[str, str]) -
         "cannot change roleRef"
     )
     assert (await api.patch(path, {"subjects": []}))[0] == 200
+
+
+async def test_binding_changes_take_effect_at_once_among_many_bindings(
+    api: Api, sa: dict[str, str]
+) -> None:
+    """Bindings are indexed by subject: edits and deletes count from the next request."""
+    read = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]
+    await role(api, "team-a", "read-cm", read)
+    for index in range(50):  # other subjects' bindings around the one that matters
+        await role_binding(
+            api, "team-a", f"other-{index}", "Role", "read-cm", [sa_subject(name=f"w{index}")]
+        )
+    path = "/api/v1/namespaces/team-a/configmaps/settings"
+    assert (await api.get(path, headers=sa))[0] == 403
+    await role_binding(api, "team-a", "worker-read", "Role", "read-cm", [sa_subject()])
+    assert (await api.get(path, headers=sa))[0] == 200
+    binding = f"{RBAC}/namespaces/team-a/rolebindings/worker-read"
+    # The subject replaced by another: no longer granted.
+    await api.ok("PATCH", binding, {"subjects": [sa_subject(name="someone-else")]},
+                 content_type="application/merge-patch+json")  # fmt: skip
+    assert (await api.get(path, headers=sa))[0] == 403
+    # As a group subject (every service account of the namespace), then deleted.
+    group = {"kind": "Group", "name": "system:serviceaccounts:team-a"}
+    await api.ok("PATCH", binding, {"subjects": [group]},
+                 content_type="application/merge-patch+json")  # fmt: skip
+    assert (await api.get(path, headers=sa))[0] == 200
+    await api.ok("DELETE", binding)
+    status, body = await api.get(path, headers=sa)
+    assert status == 403 and "cannot get resource" in body["message"]
+    # A ClusterRoleBinding grants in every namespace.
+    await cluster_role(api, "read-all-cm", read)
+    assert (await api.get("/api/v1/namespaces/team-b/configmaps/settings", headers=sa))[0] == 403
+    await cluster_role_binding(api, "everywhere", "read-all-cm", [sa_subject()])
+    assert (await api.get("/api/v1/namespaces/team-b/configmaps/settings", headers=sa))[0] == 200

@@ -8,13 +8,18 @@ own copy, over the API server's 256 KiB limit. The operator's handlers reconcile
 object itself and never read the diff, so the essence kept here is only the sha256 of the
 real one: any change of spec, labels or annotations still changes it (an update), and a
 status-only change still does not.
+
+kopf builds the essence of every watch event of every kind it watches, whether or not any
+create/update handler of that kind exists. ``kinds`` names the kinds that have such handlers;
+the others (Jobs, Deployments, EvaluationRuns: event handlers only) get an empty essence at
+no cost. At 1,000 runs, those builds were an eighth of the operator's CPU.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any, cast
 
 import kopf
@@ -24,7 +29,22 @@ DIGEST_FIELD = "sha256"
 
 
 class DigestDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
-    """``AnnotationsDiffBaseStorage`` storing ``{"spec": {"sha256": <digest of the essence>}}``."""
+    """``AnnotationsDiffBaseStorage`` storing ``{"spec": {"sha256": <digest of the essence>}}``.
+
+    Only for objects of ``kinds`` (None: every kind); others have an empty essence.
+    """
+
+    def __init__(self, *, prefix: str, key: str, kinds: Collection[str] | None = None) -> None:
+        super().__init__(prefix=prefix, key=key)
+        self.kinds = frozenset(kinds) if kinds is not None else None
+
+    def _tracked(self, body: kopf.Body) -> bool:
+        return self.kinds is None or body.get("kind") in self.kinds
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        if not self._tracked(body):
+            return cast(kopf.BodyEssence, {})
+        return super().fetch(body=body)
 
     def build(
         self,
@@ -32,6 +52,8 @@ class DigestDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
         body: kopf.Body,
         extra_fields: Iterable[Any] | None = None,
     ) -> kopf.BodyEssence:
+        if not self._tracked(body):
+            return cast(kopf.BodyEssence, {})
         if not extra_fields:
             # kopf deep-copies the whole body and then drops the status: a run's status (its
             # conditions, scores, plan) was most of that copy, on every watch event. Without

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import ssl
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from kyai import _json
 from kyai.constants import GROUP, KINDS, VERSION
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -44,6 +46,10 @@ RESOURCES: dict[str, tuple[str, str]] = {
 USER_AGENT = "kyai-operator"
 
 _IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+#: Objects per page of a LIST.
+LIST_PAGE_SIZE = 500
+#: How long a read service-account token is used before the file is read again.
+TOKEN_REREAD_SECONDS = 60.0
 
 
 class KubeError(Exception):
@@ -83,11 +89,12 @@ class KubeClient:
     ) -> None:
         self._base = host.rstrip("/")
         # Named in the API server's access log (the bench counts the operator's requests).
-        self._headers = {"User-Agent": USER_AGENT, **(headers or {})}
+        self._headers = {"User-Agent": USER_AGENT, "Accept": "application/json", **(headers or {})}
         self._verify = verify
         self._token_file = token_file
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
+        self._token: tuple[float, str] | None = None  # (read at, monotonic; the token)
 
     def _client(self) -> aiohttp.ClientSession:
         """The session, made on first use (inside the running event loop)."""
@@ -142,14 +149,15 @@ class KubeClient:
         params: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """One call; raise :class:`KubeError` for anything but 2xx."""
-        headers = {"Content-Type": content_type, "Accept": "application/json"}
-        if self._token_file is not None and self._token_file.exists():
-            headers["Authorization"] = f"Bearer {self._token_file.read_text().strip()}"
+        headers = {"Content-Type": content_type} if body is not None else {}
+        token = self._bearer()
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
         try:
             async with self._client().request(
                 method,
                 self._base + path,
-                data=None if body is None else json.dumps(body),
+                data=None if body is None else _json.dumps_body(body),
                 headers=headers,
                 params=dict(params) if params else None,
             ) as response:
@@ -167,8 +175,24 @@ class KubeClient:
             raise KubeError(f"{method} {path}: HTTP {code}: {message}", status=code, reason=reason)
         if not content:
             return {}
-        result: dict[str, Any] = json.loads(content)
+        result: dict[str, Any] = _json.loads(content)
         return result
+
+    def _bearer(self) -> str | None:
+        """The service account's token, read again once a minute, not on every request.
+
+        Kubernetes rotates projected tokens well before they expire; client-go re-reads
+        the file once a minute too.
+        """
+        if self._token_file is None:
+            return None
+        now = time.monotonic()
+        if self._token is None or now - self._token[0] >= TOKEN_REREAD_SECONDS:
+            try:
+                self._token = (now, self._token_file.read_text().strip())
+            except OSError:
+                return self._token[1] if self._token is not None else None
+        return self._token[1]
 
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """An object, or None when it does not exist."""
@@ -182,11 +206,23 @@ class KubeClient:
     async def list(
         self, kind: str, namespace: str | None, *, label_selector: str | None = None
     ) -> list[dict[str, Any]]:
-        """The objects of a kind in a namespace (None: in every namespace)."""
-        params = {"labelSelector": label_selector} if label_selector else None
-        result = await self.request("GET", resource_path(kind, namespace), params=params)
-        items: list[dict[str, Any]] = result.get("items", [])
-        return items
+        """The objects of a kind in a namespace (None: in every namespace).
+
+        In pages of :data:`LIST_PAGE_SIZE` (``limit`` and ``continue``, as kubectl does):
+        the API server never builds, nor this process parses in one go (blocking its event
+        loop), the list of thousands of runs and Jobs a resync reads.
+        """
+        params = {"limit": str(LIST_PAGE_SIZE)}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        items: list[dict[str, Any]] = []
+        while True:
+            result = await self.request("GET", resource_path(kind, namespace), params=params)
+            items.extend(result.get("items") or [])
+            token = (result.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+            params["continue"] = str(token)
 
     async def create(self, obj: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         """Create ``obj``; when it exists already, return the existing one. (obj, created)."""

@@ -161,7 +161,7 @@ async def _complete(r: RunReconciler, spec: EvaluationRunSpec) -> None:
     from kyai.controllers._plan import KIND
 
     fresh = await r.svc.kube.get(KIND, r.namespace, r.name)
-    r.status.update((fresh or {}).get("status") or {})
+    r.merge_status((fresh or {}).get("status") or {})
     status = EvaluationRunStatus.model_validate(r.status)
     metrics = dict(status.metrics or {})
     if not metrics:

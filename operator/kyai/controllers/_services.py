@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-from collections.abc import AsyncIterator, Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -19,6 +20,11 @@ from kyai.settings import OperatorSettings
 #: Priorities of a reconcile waiting for a slot (lower first): a finished Job moves a started
 #: run on before a burst of new runs is looked at; the rest in between.
 URGENT, NORMAL, NEW = 0, 1, 2
+
+#: How many parsed specs and plans :meth:`Services.parsed` keeps.
+PARSED_CACHE_SIZE = 4096
+
+_T = TypeVar("_T")
 
 #: The kinds whose objects :class:`Services` keeps as last seen by a watch (runs read them).
 CACHED_KINDS = ("EngineArgsSet", "Workload", "Snapshot", "EvaluationRun")
@@ -94,6 +100,10 @@ class Services:
     seen: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     """Workloads, Snapshots and unfinished runs as last seen by a watch or written (a cache,
     as an informer's: reconciles read it instead of a GET each; see :meth:`cached`)."""
+    _parsed: OrderedDict[tuple[str, str], Any] = field(default_factory=OrderedDict)
+    rejudging: set[tuple[str, str, str]] = field(default_factory=set)
+    """The keys in :attr:`seen` of runs with ``spec.generationFrom`` (an index: a finished
+    run looks for the runs that re-judge it among these, not among every unfinished run)."""
 
     @property
     def slots(self) -> Slots:
@@ -139,10 +149,30 @@ class Services:
             finally:
                 self.slots.release()
 
+    def parsed(self, uid: str | None, what: str, parse: Callable[[], _T]) -> _T:
+        """``parse()``, remembered for (``uid``, ``what``): for what never changes once set.
+
+        A started run's accepted spec and plan are fixed: read once, not at each of its
+        reconciles. Bounded (least recently used out); without a uid, parsed every time.
+        """
+        if not uid:
+            return parse()
+        key = (uid, what)
+        if key in self._parsed:
+            self._parsed.move_to_end(key)
+            found: _T = self._parsed[key]
+            return found
+        value = parse()
+        self._parsed[key] = value
+        while len(self._parsed) > PARSED_CACHE_SIZE:
+            self._parsed.popitem(last=False)
+        return value
+
     def forget(self, kind: str, namespace: str, name: str) -> None:
         """Drop the lock and the cached copy of a deleted object."""
         self._locks.pop((kind, namespace, name), None)
         self.seen.pop((kind, namespace, name), None)
+        self.rejudging.discard((kind, namespace, name))
 
     def remember(self, body: Mapping[str, Any]) -> None:
         """Keep ``body`` (a watch event's object or a write's answer) unless newer is kept.
@@ -159,9 +189,12 @@ class Services:
             "Failed",
         ):
             self.seen.pop(key, None)
+            self.rejudging.discard(key)
             return
         if _newer(body, self.seen.get(key)):
             self.seen[key] = dict(body)
+            if kind == "EvaluationRun" and (body.get("spec") or {}).get("generationFrom"):
+                self.rejudging.add(key)
 
     async def cached(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object as last seen, else as the API server has it (None: it does not exist).

@@ -52,7 +52,14 @@ class StatusWriter:
         self.name: str = meta["name"]
         self.generation: int | None = meta.get("generation")
         self.status: dict[str, Any] = dict(body.get("status") or {})
+        #: Counts the changes of ``status`` (what was parsed from it is stale once it moves).
+        self.revision = 0
         self._on_patched = on_patched
+
+    def merge(self, status: Mapping[str, Any]) -> None:
+        """Merge fields read from the API server into ``status``."""
+        self.status.update(status)
+        self.revision += 1
 
     def conditions(self, *changes: Change) -> list[Condition]:
         """The status conditions with ``changes`` applied."""
@@ -122,7 +129,7 @@ class StatusWriter:
     async def patch(self, fields: StatusBase) -> dict[str, Any]:
         """Merge ``fields`` (those set, None deleting) into the status; the object back."""
         body = self._body(fields)
-        self.status.update(body)
+        self.merge(body)
         updated = await self.svc.kube.patch(
             self.kind, self.namespace, self.name, {"status": body}, subresource="status"
         )

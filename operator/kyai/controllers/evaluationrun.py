@@ -103,6 +103,7 @@ class RunReconciler:
         self.jobs: dict[str, Mapping[str, Any]] = {
             str(job["metadata"]["name"]): job for job in jobs
         }
+        self._current: tuple[int, EvaluationRunStatus] | None = None
 
     def _patched(self, body: dict[str, Any]) -> None:
         self.svc.metrics.observe(body)
@@ -186,8 +187,18 @@ class RunReconciler:
         await self.writer.patch(EvaluationRunStatus(conditions=conditions))
 
     def current(self) -> EvaluationRunStatus:
-        """The run's status as last read or written, through the API model."""
-        return EvaluationRunStatus.model_validate(self.status)
+        """The run's status as last read or written, through the API model.
+
+        Read again only after a write (or :meth:`merge_status`): a reconcile asks often.
+        """
+        revision = self.writer.revision
+        if self._current is None or self._current[0] != revision:
+            self._current = (revision, EvaluationRunStatus.model_validate(self.status))
+        return self._current[1]
+
+    def merge_status(self, status: Mapping[str, Any]) -> None:
+        """Merge fields read from the API server into the status as last seen."""
+        self.writer.merge(status)
 
     async def reconcile(self) -> None:
         """One step of the state machine (call it again on any change)."""
@@ -195,8 +206,14 @@ class RunReconciler:
         if current.phase in TERMINAL or self.run["metadata"].get("deletionTimestamp"):
             return
         accepted = current.accepted_spec
+        uid = self.run["metadata"].get("uid")
         try:
-            spec = EvaluationRunSpec.model_validate(accepted or self.run.get("spec") or {})
+            if accepted:  # fixed once started: parsed once
+                spec = self.svc.parsed(
+                    uid, "acceptedSpec", lambda: EvaluationRunSpec.model_validate(accepted)
+                )
+            else:
+                spec = EvaluationRunSpec.model_validate(self.run.get("spec") or {})
         except ValidationError as exc:
             await self.fail(c.INVALID_SPEC, c.validation_message(exc))
             return
@@ -213,7 +230,8 @@ class RunReconciler:
             await self.writer.note_spec_change(SPEC_CHANGED)
         if current.phase not in ("Generating", "Judging"):
             return
-        plan = Plan.from_status(current.plan)
+        status_plan = current.plan
+        plan = self.svc.parsed(uid, "plan", lambda: Plan.from_status(status_plan))
         judging = current.phase == "Judging"
         if current.phase == "Generating":
             # Just started: its Jobs cannot exist yet (they are made only once it is started).
@@ -482,8 +500,11 @@ class RunReconciler:
         return False
 
     async def _complete(self, spec: EvaluationRunSpec) -> None:
-        fresh = await self.svc.kube.get(KIND, self.namespace, self.name)
-        self.status.update((fresh or {}).get("status") or {})
+        if self.status.get("avgScore") is None:
+            # The judge's result is not in the run as last seen (its watch event may come
+            # after the Job's): read it. Usually it is there, and saves a GET per run.
+            fresh = await self.svc.kube.get(KIND, self.namespace, self.name)
+            self.merge_status((fresh or {}).get("status") or {})
         status = EvaluationRunStatus.model_validate(self.status)
         score = status.avg_score
         if score is None:

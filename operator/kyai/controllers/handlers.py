@@ -20,11 +20,14 @@ from kyai.constants import (
     GROUP,
     IN_USE_FINALIZER,
     KOPF_PREFIX,
+    LABEL_MANAGED_BY,
     LABEL_RUN,
     LABEL_SNAPSHOT,
     LABEL_WORKLOAD,
+    MANAGER,
     VERSION,
 )
+from kyai.controllers import _kopf_json
 from kyai.controllers import evaluationrun as _runs
 from kyai.controllers import snapshot as _snapshots
 from kyai.controllers import workload as _workloads
@@ -43,6 +46,13 @@ log = logging.getLogger(__name__)
 #: events). One loop for all runs (two LISTs a tick; a per-run kopf timer fired 43,000 times
 #: at 1,000 runs); the first look comes as late, not right after the create handler's.
 RUN_RESYNC_SECONDS = 20.0
+
+#: The kinds with kopf create/update/resume handlers (the only ones kopf needs a diff base of).
+CHANGING_KINDS = ("EngineArgsSet", "Workload", "Snapshot")
+
+#: The built-in kinds the operator watches, only those it made (the label every child has).
+CHILD_WATCHES = (("batch", "jobs"), ("apps", "deployments"))
+OWN_CHILDREN = f"{LABEL_MANAGED_BY}={MANAGER}"
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -93,6 +103,26 @@ def _workload_not_ready(status: kopf.Status, **_: Any) -> bool:
     return status.get("phase") != "Ready"
 
 
+def configure_kopf(settings: kopf.OperatorSettings) -> None:
+    """Set kopf's settings, before its watchers start."""
+    # Their streams parse with orjson.
+    if not _kopf_json.install():
+        log.info("kopf's watch streams parse with json (no orjson hook in this kopf)")
+    # kopf's own bookkeeping under the operator's prefix, in annotations only.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
+    # Only a digest of the last handled spec (no copy of it in an annotation).
+    settings.persistence.diffbase_storage = DigestDiffBaseStorage(
+        prefix=KOPF_PREFIX, key="last-handled-configuration", kinds=CHANGING_KINDS
+    )
+    settings.persistence.finalizer = FINALIZER
+    # The operator posts its own events; kopf's per-handler ones only on trouble.
+    settings.posting.level = logging.WARNING
+    # Of the Jobs and Deployments of a cluster, only the operator's own are streamed to it
+    # (server-side): every other Job's events would cost a parse and a dispatch each.
+    for group, plural in CHILD_WATCHES:
+        settings.watching.label_selectors[group, plural] = OWN_CHILDREN
+
+
 def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     """A registry with every handler of the operator."""
     registry = kopf.OperatorRegistry()
@@ -108,15 +138,7 @@ def _register_lifecycle(registry: kopf.OperatorRegistry) -> None:
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-        # kopf's own bookkeeping under the operator's prefix, in annotations only.
-        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
-        # Only a digest of the last handled spec (no copy of it in an annotation).
-        settings.persistence.diffbase_storage = DigestDiffBaseStorage(
-            prefix=KOPF_PREFIX, key="last-handled-configuration"
-        )
-        settings.persistence.finalizer = FINALIZER
-        # The operator posts its own events; kopf's per-handler ones only on trouble.
-        settings.posting.level = logging.WARNING
+        configure_kopf(settings)
         operator_settings: OperatorSettings = memo["operator_settings"]
         # `kyai operator` serves /metrics before kopf starts (a port clash fails at once).
         metrics: RunMetrics = memo.get("metrics") or RunMetrics()
@@ -236,19 +258,54 @@ def _register_snapshots(registry: kopf.OperatorRegistry) -> None:
         await _reconcile_pending_runs(services(memo), "Snapshot", _ns(namespace), name, status)
 
 
+def run_priority(event_type: str | None, body: Any) -> int | None:
+    """Whether a run's watch event calls for a reconcile, and at which priority (None: no).
+
+    kopf's create/update/resume handlers cost, on every event of every run (each status
+    write is one), a diff of the run against a digest of its last handled state, and a PATCH
+    of kopf's annotations per handled change. Runs are reconciled from their own events
+    instead, as Kubernetes controllers do: a run not looked at yet (no phase: just created),
+    every unfinished run the operator finds at its start (kopf's listing, event type None:
+    what resume was), and a spec the status does not describe yet (``metadata.generation``
+    ahead of ``status.observedGeneration``: an update). Status writes (the operator's own and
+    the workers' progress) move nothing; finished Jobs and the periodic resync move runs on.
+    """
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    phase = status.get("phase")
+    if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
+        return None
+    if phase is None:
+        return NEW  # a burst of new runs waits behind the steps of the runs already going
+    if event_type is None:
+        return NORMAL
+    generation, observed = meta.get("generation"), status.get("observedGeneration")
+    if generation is not None and observed is not None and generation != observed:
+        return NORMAL
+    return None
+
+
 def _register_runs(registry: kopf.OperatorRegistry) -> None:
     """EvaluationRuns, their finished Jobs and their metrics (the resync loop: start-up)."""
 
-    # kopf calls these on a change of the spec (or labels, annotations), not of the status.
-    @kopf.on.resume(GROUP, VERSION, "evaluationruns", registry=registry)
-    @kopf.on.create(GROUP, VERSION, "evaluationruns", registry=registry)
-    @kopf.on.update(GROUP, VERSION, "evaluationruns", registry=registry)
+    @kopf.on.event(GROUP, VERSION, "evaluationruns", registry=registry)
     async def evaluation_run(
-        reason: str, namespace: str | None, name: str, memo: kopf.Memo, **_: Any
-    ) -> None:
-        # A burst of new runs waits behind the steps of the runs already going.
-        priority = NEW if reason == kopf.Reason.CREATE else NORMAL
-        await reconcile_run(services(memo), _ns(namespace), name, priority=priority)
+        event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
+        **_: Any,
+    ) -> None:  # fmt: skip
+        svc = services(memo)
+        if event.get("type") == "DELETED":
+            svc.metrics.forget(_ns(namespace), name)
+            svc.forget("EvaluationRun", _ns(namespace), name)
+            await release_references(svc, _ns(namespace), references(body))
+            return
+        raw = dict(body)
+        svc.metrics.observe(raw)
+        svc.remember(raw)
+        await wake_rejudges(svc, _ns(namespace), name, body.get("status"))
+        priority = run_priority(event.get("type"), raw)
+        if priority is not None:
+            await reconcile_run(svc, _ns(namespace), name, priority=priority)
 
     @kopf.on.event(
         "batch",
@@ -266,21 +323,6 @@ def _register_runs(registry: kopf.OperatorRegistry) -> None:
             # The Job as delivered (not read again); before any other waiting step.
             svc = services(memo)
             await reconcile_run(svc, _ns(namespace), run, job=dict(body), priority=URGENT)
-
-    @kopf.on.event(GROUP, VERSION, "evaluationruns", registry=registry)
-    async def run_metrics(
-        event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
-        **_: Any,
-    ) -> None:  # fmt: skip
-        svc = services(memo)
-        if event.get("type") == "DELETED":
-            svc.metrics.forget(_ns(namespace), name)
-            svc.forget("EvaluationRun", _ns(namespace), name)
-            await release_references(svc, _ns(namespace), references(body))
-        else:
-            svc.metrics.observe(dict(body))
-            svc.remember(body)
-            await wake_rejudges(svc, _ns(namespace), name, body.get("status"))
 
 
 def _keep(svc: Services, event: Any, body: Any) -> None:
@@ -335,11 +377,14 @@ async def _reconcile_pending_runs(
 def waiting_rejudges(svc: Services, namespace: str, source: str) -> list[str]:
     """The Pending runs of ``namespace`` that re-judge ``source`` (``spec.generationFrom``).
 
-    Read from the watch's cache (it holds every unfinished run): no LIST per finished run.
+    Read from the watch's cache (it holds every unfinished run, and indexes those that
+    re-judge): no LIST, nor a look at every unfinished run, per finished run.
     """
     waiting = []
-    for (kind, ns, name), run in list(svc.seen.items()):
-        if kind != "EvaluationRun" or ns != namespace:
+    for key in list(svc.rejudging):
+        _, ns, name = key
+        run = svc.seen.get(key)
+        if run is None or ns != namespace:
             continue
         if (run.get("status") or {}).get("phase") != "Pending":
             continue

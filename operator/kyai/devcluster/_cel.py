@@ -40,6 +40,7 @@ from typing import Any
 import celpy
 import celpy.celparser
 import celpy.evaluation
+import orjson
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 
@@ -149,6 +150,42 @@ def _reads(*texts: str) -> Reads:
         (variable, names, tested.get((variable, names), 0) >= count)
         for (variable, names), count in sorted(counts.items())
     )
+
+
+def _sorted_json(value: Any) -> str:
+    """Key-sorted JSON text of a value (orjson; ``json`` for what orjson refuses)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return json.dumps(value, sort_keys=True)
+
+
+def _pruned(value: Any, reads: Reads, variable: str) -> Any:
+    """``value`` cut down to the member chains of ``variable`` that a rule reads.
+
+    Every access of a rule descends from one of its chains (:func:`_reads`), so the result
+    evaluates as the whole would; a chain without members (``self.size()``, ``self[k]``)
+    keeps everything, no chain at all nothing.
+    """
+    chains = [names for var, names, _ in reads if var == variable]
+    if not isinstance(value, dict) or any(not names for names in chains):
+        return value
+    pruned: Obj = {}
+    for names in chains:
+        source: Any = value
+        target = pruned
+        for depth, name in enumerate(names):
+            if not isinstance(source, dict) or name not in source:
+                break
+            source = source[name]
+            if depth == len(names) - 1 or not isinstance(source, dict):
+                target[name] = source  # the end of the chain: all of it
+                break
+            existing = target.get(name)
+            if existing is source:  # another chain kept the whole of it already
+                break
+            target = target.setdefault(name, {})
+    return pruned
 
 
 @dataclass
@@ -336,12 +373,7 @@ class CelValidator:
         """A digest of everything the rule (and its message expression) can read."""
         digest = hashlib.sha256()
         digest.update(json.dumps([rule.get("rule"), rule.get("messageExpression")]).encode())
-        expression = str(rule.get("messageExpression") or "")
-        reads = self._reads.get((str(rule["rule"]), expression))
-        if reads is None:
-            reads = _reads(str(rule["rule"]), expression)
-            self._reads[(str(rule["rule"]), expression)] = reads
-        for variable, names, presence in reads:
+        for variable, names, presence in self._reads_of(rule):
             found = value if variable == "self" else old
             where = ""
             for depth, name in enumerate(names):
@@ -355,9 +387,18 @@ class CelValidator:
             elif presence:
                 shown = "\0present"
             else:
-                shown = json.dumps(found, sort_keys=True)
+                shown = _sorted_json(found)
             digest.update(f"\0{variable}.{'.'.join(names)}=".encode() + shown.encode())
         return digest.hexdigest()
+
+    def _reads_of(self, rule: Obj) -> Reads:
+        """What a rule and its message expression read (:func:`_reads`, once per rule)."""
+        expression = str(rule.get("messageExpression") or "")
+        reads = self._reads.get((str(rule["rule"]), expression))
+        if reads is None:
+            reads = _reads(str(rule["rule"]), expression)
+            self._reads[(str(rule["rule"]), expression)] = reads
+        return reads
 
     def _outcome(
         self, rule: Obj, compiled: _Compiled, value: Any, old: Any
@@ -368,9 +409,12 @@ class CelValidator:
             self._outcomes.move_to_end(key)
             return self._outcomes[key]
         text = str(rule["rule"])
-        activation: Obj = {"self": json_to_cel(value)}
+        reads = self._reads_of(rule)
+        # Only what the rule can read is converted (a rule at the root reading self.spec
+        # converted the whole object, status and all, on every write).
+        activation: Obj = {"self": json_to_cel(_pruned(value, reads, "self"))}
         if compiled.transition:
-            activation["oldSelf"] = json_to_cel(old)
+            activation["oldSelf"] = json_to_cel(_pruned(old, reads, "oldSelf"))
         result, error = self._evaluate(text, activation)
         outcome: tuple[str, str] | None
         if error == "skip":

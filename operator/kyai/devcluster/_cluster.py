@@ -86,7 +86,9 @@ def write_kubeconfig(
     """Write a kubeconfig for ``url`` to ``path`` (parents created, mode 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     document = kubeconfig(url, namespace=namespace, token=token)
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    # libyaml's dumper when PyYAML has it: a pod's kubeconfig is written per pod.
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    path.write_text(yaml.dump(document, Dumper=dumper, sort_keys=False))
     path.chmod(0o600)
     return path
 

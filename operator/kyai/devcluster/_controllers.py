@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import hashlib
 import logging
 import time
@@ -16,6 +15,7 @@ from collections.abc import Callable, Hashable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from kyai._json import clone
 from kyai.devcluster._errors import StatusError
 from kyai.devcluster._resources import ResourceType
 from kyai.devcluster._selectors import selector_from_object
@@ -267,7 +267,7 @@ class GarbageCollector(Controller):
             self._delete(rt, dependent, cascade)
 
     def _drop_ref(self, rt: ResourceType, dependent: Obj, owner_uid: str) -> None:
-        updated = copy.deepcopy(dependent)
+        updated = clone(dependent)
         refs = [r for r in meta(updated).get("ownerReferences") or [] if r.get("uid") != owner_uid]
         if refs:
             meta(updated)["ownerReferences"] = refs
@@ -369,7 +369,7 @@ class PersistentVolumeClaimController(Controller):
         self._claim_dir(key[0], key[1])
         spec = claim.get("spec") or {}
         if not spec.get("volumeName"):
-            updated = copy.deepcopy(claim)
+            updated = clone(claim)
             updated["spec"]["volumeName"] = f"pvc-{meta(claim)['uid']}"
             claim = self.store.write_spec(rt, claim, updated) or claim
         status = {
@@ -437,7 +437,7 @@ class DeploymentController(Controller):
         spec = deployment.get("spec") or {}
         uid = meta(deployment)["uid"]
         replicas = int(spec.get("replicas", 1))
-        template = copy.deepcopy(spec.get("template") or {})
+        template = clone(spec.get("template") or {})
         template_hash = pod_template_hash(template)
         owned = self.store.controlled(replicasets, uid)
         current = next(
@@ -460,7 +460,7 @@ class DeploymentController(Controller):
             labels = dict(template_meta.get("labels") or {})
             labels["pod-template-hash"] = template_hash
             template_meta["labels"] = labels
-            selector = copy.deepcopy(spec.get("selector") or {})
+            selector = clone(spec.get("selector") or {})
             selector.setdefault("matchLabels", {})["pod-template-hash"] = template_hash
             body = {
                 "metadata": {
@@ -483,12 +483,12 @@ class DeploymentController(Controller):
                 f"Scaled up replica set {meta(current)['name']} from 0 to {replicas}",
             )
         elif int((current.get("spec") or {}).get("replicas", 1)) != replicas:
-            updated = copy.deepcopy(current)
+            updated = clone(current)
             updated["spec"]["replicas"] = replicas
             current = self.store.write_spec(replicasets, current, updated) or current
         for rs in owned:
             if rs is not current and int((rs.get("spec") or {}).get("replicas", 0)) != 0:
-                updated = copy.deepcopy(rs)
+                updated = clone(rs)
                 updated["spec"]["replicas"] = 0
                 self.store.write_spec(replicasets, rs, updated)
         owned = self.store.controlled(replicasets, uid)
@@ -555,12 +555,12 @@ class DeploymentController(Controller):
 
 
 def _without_times(status: Obj) -> Obj:
-    clone = copy.deepcopy(status)
-    for condition in clone.get("conditions") or []:
+    copied = clone(status)
+    for condition in copied.get("conditions") or []:
         condition.pop("lastUpdateTime", None)
         condition.pop("lastTransitionTime", None)
         condition.pop("lastProbeTime", None)
-    return clone
+    return copied
 
 
 class ReplicaSetController(Controller):
@@ -602,7 +602,7 @@ class ReplicaSetController(Controller):
                     "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
                     "ownerReferences": [controller_ref(rs)],
                 },
-                "spec": copy.deepcopy(template.get("spec") or {}),
+                "spec": clone(template.get("spec") or {}),
             }
             self.store.create(pods, namespace, body)
         for pod in sorted(live, key=lambda p: meta(p)["creationTimestamp"], reverse=True)[
@@ -666,7 +666,7 @@ class JobController(Controller):
         if job is None or meta(job).get("deletionTimestamp"):
             return
         spec = job.get("spec") or {}
-        status = copy.deepcopy(job.get("status") or {})
+        status = clone(job.get("status") or {})
         uid = meta(job)["uid"]
         now = time.time()
         now_text = now_rfc3339()
@@ -822,7 +822,7 @@ class JobController(Controller):
                 "annotations": dict(template_meta.get("annotations") or {}),
                 "ownerReferences": [controller_ref(job)],
             },
-            "spec": copy.deepcopy(template.get("spec") or {}),
+            "spec": clone(template.get("spec") or {}),
         }
         pod = self.store.create(pods_rt, meta(job)["namespace"], body).obj
         record_event(

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from typing import Any
 
+from kyai._json import dumps_body
 from kyai.devcluster._errors import FieldError, StatusError
 
 Obj = dict[str, Any]
@@ -267,8 +267,8 @@ def check_request_size(content_length: int | None) -> None:
 
 
 def stored_size(obj: Obj) -> int:
-    """The bytes an object takes in storage (compact JSON)."""
-    return len(json.dumps(obj, separators=(",", ":")).encode())
+    """The bytes an object takes in storage (compact JSON in UTF-8, as the API server's)."""
+    return len(dumps_body(obj))
 
 
 def check_stored_size(obj: Obj) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import jsonpatch
 import jsonpointer
 
+from kyai._json import clone
 from kyai.devcluster._errors import bad_request, unprocessable_patch
 
 Obj = dict[str, Any]
@@ -21,8 +21,8 @@ APPLY_PATCH = "application/apply-patch+yaml"
 def merge_patch(target: Any, patch: Any) -> Any:
     """Apply an RFC 7386 JSON merge patch and return the result (inputs are not changed)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result: Obj = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return clone(patch)
+    result: Obj = clone(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -40,7 +40,7 @@ def json_patch(target: Obj, operations: Any) -> Obj:
             raise bad_request(f"invalid json patch operation: {operation!r}")
     try:
         patch = jsonpatch.JsonPatch(operations)
-        result = patch.apply(copy.deepcopy(target))
+        result = patch.apply(clone(target))
     except jsonpatch.JsonPatchTestFailed as exc:
         raise unprocessable_patch(
             f"the server rejected our request due to an error in our "
@@ -97,7 +97,7 @@ def strategic_merge_patch(target: Obj, patch: Any, *, kind: str) -> Obj:
     """
     if not isinstance(patch, dict):
         raise bad_request("strategic merge patch must be a JSON object")
-    result = _smp_map(copy.deepcopy(target), patch, kind=kind, path=())
+    result = _smp_map(clone(target), patch, kind=kind, path=())
     if not isinstance(result, dict):
         raise unprocessable_patch("the strategic merge patch deleted the whole object")
     return result
@@ -159,7 +159,7 @@ def _smp_list(target: Any, patch: list[Any], *, kind: str, path: tuple[str, ...]
         return _strip_directives(patch)  # type: ignore[no-any-return]
     if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
         return [_strip_directives(item) for item in patch if item.get("$patch") != "replace"]
-    merged = [copy.deepcopy(item) for item in current]
+    merged = [clone(item) for item in current]
     for item in patch:
         wanted = item.get(key)
         index = next(

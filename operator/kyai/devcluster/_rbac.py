@@ -26,7 +26,7 @@ from typing import Any
 from kyai.devcluster import _protobuf, _tokens
 from kyai.devcluster._errors import FieldError, StatusError, go_repr
 from kyai.devcluster._resources import ResourceType
-from kyai.devcluster._store import Store, meta
+from kyai.devcluster._store import Event, Store, meta
 
 Obj = dict[str, Any]
 
@@ -317,15 +317,80 @@ def _bootstrap_allows(attrs: Attributes) -> bool:
     )
 
 
+def _subject_keys(binding: Obj, namespace: str) -> set[tuple[str, str]]:
+    """What a binding's subjects match: ``("User", name)`` or ``("Group", name)``.
+
+    A ServiceAccount subject is the user ``system:serviceaccount:NS:NAME`` (NS defaults to
+    the binding's own namespace, and a ClusterRoleBinding has none to default to).
+    """
+    keys: set[tuple[str, str]] = set()
+    for subject in binding.get("subjects") or []:
+        if not isinstance(subject, dict):
+            continue
+        kind = subject.get("kind")
+        name = str(subject.get("name") or "")
+        if kind in ("User", "Group"):
+            keys.add((str(kind), name))
+        elif kind == "ServiceAccount":
+            sa_namespace = str(subject.get("namespace") or namespace)
+            if sa_namespace:
+                keys.add(("User", f"{_SA_PREFIX}{sa_namespace}:{name}"))
+    return keys
+
+
+_BINDINGS = ((RBAC_GROUP, "rolebindings"), (RBAC_GROUP, "clusterrolebindings"))
+
+
 class Authorizer:
-    """RBAC over the roles and bindings in a :class:`Store`."""
+    """RBAC over the roles and bindings in a :class:`Store`.
+
+    The bindings are indexed by subject, kept up to date from the store's commits: with a
+    binding per EvaluationRun, every worker request scanned a thousand bindings.
+    """
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        #: (plural, namespace) -> subject key -> names of the bindings naming it.
+        self._index: dict[tuple[str, str], dict[tuple[str, str], set[str]]] = {}
+        for plural in ("rolebindings", "clusterrolebindings"):
+            for binding in self._objects(plural):
+                self._add(plural, binding)
+        store.subscribe(self._on_commit)
 
     def _objects(self, plural: str, namespace: str | None = None) -> list[Obj]:
         rt = self.store.type_for(RBAC_GROUP, plural)
         return list(self.store.objects(rt, namespace))
+
+    def _add(self, plural: str, binding: Obj, *, remove: bool = False) -> None:
+        namespace = str(meta(binding).get("namespace") or "") if plural == "rolebindings" else ""
+        name = str(meta(binding).get("name") or "")
+        by_subject = self._index.setdefault((plural, namespace), {})
+        for key in _subject_keys(binding, namespace):
+            if remove:
+                by_subject.get(key, set()).discard(name)
+            else:
+                by_subject.setdefault(key, set()).add(name)
+
+    def _on_commit(self, event: Event) -> None:
+        if event.group_resource not in _BINDINGS:
+            return
+        plural = event.group_resource[1]
+        if event.old is not None:
+            self._add(plural, event.old, remove=True)
+        if event.type != "DELETED":
+            self._add(plural, event.obj)
+
+    def _bindings_for(self, user: UserInfo, plural: str, namespace: str) -> list[Obj]:
+        """The bindings naming ``user`` (or a group of it), in the store's (name) order."""
+        by_subject = self._index.get((plural, namespace if plural == "rolebindings" else ""))
+        if not by_subject:
+            return []
+        names: set[str] = set()
+        for key in (("User", user.name), *(("Group", group) for group in user.groups)):
+            names |= by_subject.get(key, set())
+        rt = self.store.type_for(RBAC_GROUP, plural)
+        found = (self.store.find(rt, namespace or None, name) for name in sorted(names))
+        return [binding for binding in found if binding is not None]
 
     def _role_rules(self, ref: Obj, namespace: str, errors: list[str]) -> list[Obj]:
         kind = ref.get("kind")
@@ -350,14 +415,14 @@ class Authorizer:
         if attrs.user.is_admin or _bootstrap_allows(attrs):
             return True, ""
         errors: list[str] = []
-        for binding in self._objects("clusterrolebindings"):
+        for binding in self._bindings_for(attrs.user, "clusterrolebindings", ""):
             if not any(_subject_applies(attrs.user, s, "") for s in binding.get("subjects") or []):
                 continue
             rules = self._role_rules(binding.get("roleRef") or {}, "", errors)
             if any(rule_allows(attrs, rule) for rule in rules):
                 return True, ""
         if attrs.namespace:
-            for binding in self._objects("rolebindings", attrs.namespace):
+            for binding in self._bindings_for(attrs.user, "rolebindings", attrs.namespace):
                 namespace = str(meta(binding).get("namespace") or "")
                 subjects = binding.get("subjects") or []
                 if not any(_subject_applies(attrs.user, s, namespace) for s in subjects):
@@ -415,11 +480,11 @@ class Authorizer:
         """Every rule that applies to ``user`` in ``namespace`` (SelfSubjectRulesReview)."""
         errors: list[str] = []
         rules: list[Obj] = []
-        for binding in self._objects("clusterrolebindings"):
+        for binding in self._bindings_for(user, "clusterrolebindings", ""):
             if any(_subject_applies(user, s, "") for s in binding.get("subjects") or []):
                 rules.extend(self._role_rules(binding.get("roleRef") or {}, "", errors))
         if namespace:
-            for binding in self._objects("rolebindings", namespace):
+            for binding in self._bindings_for(user, "rolebindings", namespace):
                 if any(_subject_applies(user, s, namespace) for s in binding.get("subjects") or []):
                     rules.extend(self._role_rules(binding.get("roleRef") or {}, namespace, errors))
         return rules

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import yaml
 from aiohttp import web
 
+from kyai._json import clone, dumps_body
 from kyai.devcluster import _limits, _openapi, _protobuf, _rbac, _tables
 from kyai.devcluster._errors import (
     FieldError,
@@ -88,7 +89,7 @@ def _json_response(
     body: Any, *, status: int = 200, warnings: list[str] | None = None
 ) -> web.Response:
     response = web.Response(
-        body=json.dumps(body, separators=(",", ":")).encode(),
+        body=dumps_body(body),
         status=status,
         content_type=_JSON,
     )
@@ -851,7 +852,7 @@ class ApiServer:
         if not isinstance(replicas, int) or replicas < 0:
             raise bad_request("spec.replicas of a Scale must be a non-negative integer")
         spec_path = self._scale_paths(rt)[0]
-        updated = json.loads(json.dumps(obj))
+        updated = clone(obj)
         target = updated
         keys = [key for key in spec_path.split(".") if key]
         for key in keys[:-1]:
@@ -905,9 +906,7 @@ class ApiServer:
                     include_object=include,
                     resource_version=meta(obj).get("resourceVersion", ""),
                 )
-            return (
-                json.dumps({"type": kind, "object": shown}, separators=(",", ":")) + "\n"
-            ).encode()
+            return dumps_body({"type": kind, "object": shown}) + b"\n"
 
         def bookmark(annotations: Mapping[str, str] | None = None) -> bytes:
             metadata: Obj = {"resourceVersion": str(self.store.resource_version)}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import json
 import secrets
 import uuid
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from kyai._json import clone
 from kyai.devcluster import _builtins, _cel, _limits, _patch, _schema
 from kyai.devcluster._errors import (
     FieldError,
@@ -251,7 +251,7 @@ class Store:
         found = self.find(rt, namespace, name)
         if found is None:
             raise not_found(rt.plural, name, rt.group)
-        return copy.deepcopy(found)
+        return clone(found)
 
     def by_uid(self, uid: str) -> tuple[tuple[str, str], Obj] | None:
         """The object with this uid and its ``(group, plural)``, if it exists."""
@@ -345,7 +345,7 @@ class Store:
     def _normalise_body(self, rt: ResourceType, namespace: str | None, body: Any) -> Obj:
         if not isinstance(body, dict):
             raise bad_request(f"the body of a {rt.kind} must be a JSON object")
-        obj = copy.deepcopy(body)
+        obj = clone(body)
         api_version = obj.get("apiVersion")
         kind = obj.get("kind")
         if api_version and api_version != rt.api_version:
@@ -560,7 +560,7 @@ class Store:
                     admit=admit,
                 )
             raise not_found(rt.plural, name, rt.group)
-        doc = copy.deepcopy(old)
+        doc = clone(old)
         doc["apiVersion"] = rt.api_version
         if content_type == _patch.JSON_PATCH:
             new = _patch.json_patch(doc, body)
@@ -621,14 +621,14 @@ class Store:
         old_meta = meta(old)
         if subresource == "status":
             status = new.get("status")
-            new = copy.deepcopy(old)
+            new = clone(old)
             if status is None:
                 new.pop("status", None)
             else:
                 new["status"] = status
         elif subresource is None and "status" in rt.subresources:
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = clone(old["status"])
             else:
                 new.pop("status", None)
         elif subresource not in (None, "status"):
@@ -643,7 +643,7 @@ class Store:
             "namespace",
         ):
             if key in old_meta:
-                new_meta[key] = copy.deepcopy(old_meta[key])
+                new_meta[key] = clone(old_meta[key])
             else:
                 new_meta.pop(key, None)
         new_meta.pop("managedFields", None)
@@ -690,7 +690,7 @@ class Store:
             if before != after:
                 new_meta["generation"] = int(old_meta.get("generation", 1)) + 1
         if _strip_volatile(new) == _strip_volatile(old):
-            return WriteResult(copy.deepcopy(old), warnings)
+            return WriteResult(clone(old), warnings)
         if dry_run:
             return WriteResult(new, warnings)
         _limits.check_stored_size(new)
@@ -701,7 +701,7 @@ class Store:
         return WriteResult(committed, warnings)
 
     def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
-        final = copy.deepcopy(obj)
+        final = clone(obj)
         return self._commit(rt, "DELETED", final, obj)
 
     def delete(
@@ -738,7 +738,7 @@ class Store:
                 name=name,
             )
         if dry_run:
-            return WriteResult(copy.deepcopy(old))
+            return WriteResult(clone(old))
         finalizers = list(old_meta.get("finalizers") or [])
         if propagation == "Foreground" and FOREGROUND not in finalizers:
             finalizers.append(FOREGROUND)
@@ -754,8 +754,8 @@ class Store:
         if old_meta.get("deletionTimestamp") and finalizers == list(
             old_meta.get("finalizers") or []
         ):
-            return WriteResult(copy.deepcopy(old))
-        new = copy.deepcopy(old)
+            return WriteResult(clone(old))
+        new = clone(old)
         new_meta = meta(new)
         new_meta.setdefault("deletionTimestamp", now_rfc3339())
         new_meta.setdefault("deletionGracePeriodSeconds", 0)
@@ -770,7 +770,7 @@ class Store:
         current = self.find(rt, meta(obj).get("namespace"), meta(obj)["name"])
         if current is None or finalizer not in (meta(current).get("finalizers") or []):
             return
-        new = copy.deepcopy(current)
+        new = clone(current)
         remaining = [f for f in meta(new)["finalizers"] if f != finalizer]
         if remaining:
             meta(new)["finalizers"] = remaining
@@ -794,8 +794,8 @@ class Store:
             return None
         if current.get("status") == status:
             return current
-        new = copy.deepcopy(current)
-        new["status"] = copy.deepcopy(status)
+        new = clone(current)
+        new["status"] = clone(status)
         return self._commit(rt, "MODIFIED", new, current)
 
     def write_spec(self, rt: ResourceType, obj: Obj, updated: Obj) -> Obj | None:
@@ -806,7 +806,7 @@ class Store:
         result = self._write(
             rt,
             current,
-            copy.deepcopy(updated),
+            clone(updated),
             subresource=None,
             dry_run=False,
             field_validation="Ignore",

@@ -114,3 +114,19 @@ def test_the_handlers_reconciles_are_counted_per_kind() -> None:
     families = scrape(metrics)
     for kind in ("EvaluationRun", "Workload"):
         assert value(families, "kyai_operator_reconcile_total", kind=kind, result="success") == 1
+
+
+def test_an_unfinished_run_is_read_at_the_scrape_a_finished_one_at_once() -> None:
+    from kyai.metrics import RunView
+
+    metrics = RunMetrics()
+    going = {**RUN, "metadata": {"namespace": "team-a", "name": "r2"},
+             "status": {"phase": "Judging", "model": "m"}}  # fmt: skip
+    metrics.observe(going)
+    metrics.observe(RUN)
+    assert not isinstance(metrics._runs[("team-a", "r2")], RunView)  # the object, for now
+    assert isinstance(metrics._runs[("team-a", "r1")], RunView)  # no object kept
+    families = scrape(metrics)
+    assert value(families, "kyai_evaluation_runs", phase="Judging") == 1
+    assert value(families, "kyai_evaluation_score", run="r1") == 0.5
+    assert isinstance(metrics._runs[("team-a", "r2")], RunView)  # read once, then kept read

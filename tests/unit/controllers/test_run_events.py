@@ -1,0 +1,51 @@
+"""Which watch events of a run call for a reconcile (runs have no kopf create/update)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kyai.controllers._services import NEW, NORMAL
+from kyai.controllers.handlers import run_priority
+
+
+def run(phase: str | None = None, *, generation: int = 1, observed: int | None = 1,
+        deleting: bool = False) -> dict[str, Any]:  # fmt: skip
+    meta: dict[str, Any] = {"name": "r", "namespace": "n", "generation": generation}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    status: dict[str, Any] = {}
+    if phase is not None:
+        status["phase"] = phase
+    if observed is not None and phase is not None:
+        status["observedGeneration"] = observed
+    return {"metadata": meta, "spec": {}, "status": status}
+
+
+@pytest.mark.parametrize("event", ["ADDED", "MODIFIED", None])
+def test_a_run_not_looked_at_yet_is_new(event: str | None) -> None:
+    assert run_priority(event, run()) == NEW
+
+
+@pytest.mark.parametrize("phase", ["Pending", "Generating", "Judging"])
+def test_status_writes_of_a_run_going_on_move_nothing(phase: str) -> None:
+    assert run_priority("MODIFIED", run(phase)) is None
+
+
+@pytest.mark.parametrize("phase", ["Pending", "Generating", "Judging"])
+def test_every_unfinished_run_is_looked_at_when_the_operator_starts(phase: str) -> None:
+    assert run_priority(None, run(phase)) == NORMAL  # kopf's listing: what resume was
+
+
+def test_a_changed_spec_is_looked_at_once_until_the_status_describes_it() -> None:
+    assert run_priority("MODIFIED", run("Generating", generation=2, observed=1)) == NORMAL
+    assert run_priority("MODIFIED", run("Generating", generation=2, observed=2)) is None
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+@pytest.mark.parametrize("event", ["ADDED", "MODIFIED", None])
+def test_finished_or_deleted_runs_are_left_alone(phase: str, event: str | None) -> None:
+    assert run_priority(event, run(phase, generation=3, observed=1)) is None
+    assert run_priority(event, run("Generating", deleting=True)) is None
+    assert run_priority(event, run(None, deleting=True)) is None
