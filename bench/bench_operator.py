@@ -3,7 +3,16 @@
 N EvaluationRuns (default 100) over M endpoint Workloads (default 10) and one five-row
 custom Snapshot, in ``kyai devcluster``, with ``kyai operator`` as a subprocess. The LLM
 double (another subprocess) answers at once, so what is measured is the operator, the API
-server and the simulated kubelet starting 2 x N worker processes, not a model.
+server and the simulated kubelet starting 2 x N worker pods, not a model. With
+``--standin`` the workers are an instant stand-in that the devcluster runs inside its own
+event loop (``bench/opbench/standin.py``: it reports what a real worker reports, through
+the API with the pod's own token), so that the figures are the operator's, not those of
+2 x N interpreter start-ups on the same two cores.
+
+The runs arrive as an Argo CD sync sends them: client-go's rate limiter with Argo CD's
+defaults (``ARGOCD_K8S_CLIENT_QPS`` 50, burst 100: the first 100 at once, then 50 a second;
+``--create-qps``/``--create-burst``; ``--create-qps 0`` sends them as fast as the API server
+takes them, which measures the operator's throughput rather than its latency).
 
 Everything is observed from this process through two watches (jobs and evaluationruns in
 the bench namespace), each event stamped when it is received:
@@ -19,19 +28,20 @@ generation and one judge Job), Job re-creations, pods per Job (retries), phase o
 the runs' scores, and ERROR/WARNING lines of the operator's log.
 
 Context printed with them: the operator's run-queue wait (schedstat), runnable processes on
-the host, the API server's latency for one GET a second, the devcluster's and the workers'
-CPU, and how often each kopf handler ran (from the operator's log).
+the host, the API server's latency for one GET a second, the devcluster's, this process's
+and the workers' CPU, and how often each kopf handler ran (from the operator's log).
 
 After the burst, ``--after-burst`` runs (default 20) are created one at a time, each once
 the one before has finished, with the burst's runs still in the namespace: their latencies
-are the operator's own once the burst is absorbed (a burst of 1,000 creates in seconds is
-what an Argo CD sync does; no operator creates 1,000 Jobs in that time, so the burst's
-latencies measure the queue). Printed with them: the burst's creates/s, generation Jobs/s
-and runs finished/s.
+are the operator's own with nothing queued. Printed with them: the burst's creates/s,
+generation Jobs/s and runs finished/s.
 
-``--quick`` is 10 runs over 2 Workloads. The bench stops by itself after ``--timeout``
-seconds (default 600, set-up included) and says so. Figures go to ``bench/out/`` as JSON
-(with every run's timeline), next to the logs of the operator, the devcluster and the double.
+The work directory (the pods' volumes and logs) goes on a tmpfs when there is one
+(``--workdir-base``): what a kubelet writes is a node's work, and on this kind of VM a
+directory made on disk costs 0.3 ms of the operator's two cores. ``--quick`` is 10 runs
+over 2 Workloads. The bench stops by itself after ``--timeout`` seconds (default 600,
+set-up included) and says so. Figures go to ``bench/out/`` as JSON (with every run's
+timeline), next to the logs of the operator, the devcluster and the double.
 
 Diagnosis: ``--access-log`` has the devcluster log every request and counts the operator's
 by method, resource and status; ``--control-plane-nice -10`` gives the operator and the
@@ -62,6 +72,7 @@ from typing import Any
 
 import httpx
 
+from kyai._loop import loop_factory
 from opbench.objects import (
     CAPITALS,
     EXPECTED_SCORE,
@@ -349,7 +360,9 @@ class Bench:
                 "--timeout=30s",
             )  # fmt: skip
             self.start_operator(kubeconfig)
-            asyncio.run(self.measure(url))
+            # The loop the operator and the devcluster run in (uvloop's when installed).
+            with asyncio.Runner(loop_factory=loop_factory()) as runner:
+                runner.run(self.measure(url))
         except BenchTimeout as exc:
             timed_out = str(exc)
         finally:

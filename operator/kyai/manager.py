@@ -72,6 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from kyai._exitcodes import EXIT_FAILURE, EXIT_USAGE
+    from kyai._loop import loop_factory
     from kyai.controllers.handlers import build_registry
     from kyai.metrics import RunMetrics
     from kyai.settings import OperatorSettings
@@ -103,16 +104,16 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     registry = build_registry(settings)
     liveness = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
-    asyncio.run(
-        kopf.operator(
-            registry=registry,
-            standalone=True,
-            namespaces=list(settings.namespaces),
-            clusterwide=not settings.namespaces,
-            liveness_endpoint=liveness,
-            memo=kopf.Memo(operator_settings=settings, metrics=metrics),
-        )
+    operator = kopf.operator(
+        registry=registry,
+        standalone=True,
+        namespaces=list(settings.namespaces),
+        clusterwide=not settings.namespaces,
+        liveness_endpoint=liveness,
+        memo=kopf.Memo(operator_settings=settings, metrics=metrics),
     )
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        runner.run(operator)
     return 0
 
 

@@ -121,7 +121,10 @@ def run(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    return asyncio.run(_serve(args))
+    from kyai._loop import loop_factory
+
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        return runner.run(_serve(args))
 
 
 async def _serve(args: argparse.Namespace) -> int:
