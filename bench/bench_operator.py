@@ -72,7 +72,7 @@ from typing import Any
 
 import httpx
 
-from kyai._loop import loop_factory
+from kyai._loop import loop_factory, tune_collector
 from opbench.objects import (
     CAPITALS,
     EXPECTED_SCORE,
@@ -96,6 +96,7 @@ from opbench.procs import (
     BenchTimeout,
     Child,
     Usage,
+    host_speed,
     prioritise,
     runnable_processes,
     spawn,
@@ -131,6 +132,8 @@ class Bench:
         self.final_jobs: list[dict[str, Any]] = []
         self.final_pods: list[dict[str, Any]] = []
         self.double_url = ""
+        self.speed_before = self.speed_after = 0.0
+        self.own_cpu_s = 0.0  # this process's CPU while the runs ran
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -263,6 +266,7 @@ class Bench:
             assert self.operator is not None
             await asyncio.sleep(1.0)  # let the operator settle after the set-up
             self.baseline = usage(self.operator.process.pid)
+            own_start = resource.getrusage(resource.RUSAGE_SELF)
 
             watches = []
             for path, handler in (
@@ -282,6 +286,10 @@ class Bench:
                     with suppress(asyncio.CancelledError, Exception):
                         await task
                 self.final_usage = usage(self.operator.process.pid)
+                own_end = resource.getrusage(resource.RUSAGE_SELF)
+                self.own_cpu_s = (own_end.ru_utime + own_end.ru_stime) - (
+                    own_start.ru_utime + own_start.ru_stime
+                )
                 with suppress(httpx.HTTPError, KeyError):
                     jobs = await http.get(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs")
                     self.final_jobs = jobs.json()["items"]
@@ -351,6 +359,7 @@ class Bench:
 
     def execute(self) -> Result:
         timed_out: str | None = None
+        self.speed_before = host_speed()
         try:
             self.double_url = self.start_double()
             url, kubeconfig = self.start_devcluster()
@@ -360,12 +369,14 @@ class Bench:
                 "--timeout=30s",
             )  # fmt: skip
             self.start_operator(kubeconfig)
-            # The loop the operator and the devcluster run in (uvloop's when installed).
+            # The loop and collector settings of the operator and the devcluster.
+            tune_collector()
             with asyncio.Runner(loop_factory=loop_factory()) as runner:
                 runner.run(self.measure(url))
         except BenchTimeout as exc:
             timed_out = str(exc)
         finally:
+            self.speed_after = host_speed()
             devcluster_usage = None
             if self.devcluster is not None and self.devcluster.process.poll() is None:
                 devcluster_usage = usage(self.devcluster.process.pid)
@@ -483,8 +494,8 @@ class Bench:
         if self.args.access_log and self.devcluster is not None:
             text = self.devcluster.log.read_text(errors="replace")
             context["access"] = summarize_access(text, len(runs))
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        context["bench_cpu_s"] = round(own.ru_utime + own.ru_stime, 2)
+        context["host_speed_s"] = [self.speed_before, self.speed_after]
+        context["bench_cpu_s"] = round(self.own_cpu_s, 2)
         if devcluster is not None:
             context["devcluster_cpu_s"] = devcluster.cpu_s
             context["workers_cpu_s"] = devcluster.children_cpu_s

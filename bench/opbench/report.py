@@ -68,11 +68,13 @@ def render(result: Result) -> str:
         f"host: {ctx.get('runnable_processes_mean', 0):.1f} runnable processes on average "
         f"(max {ctx.get('runnable_processes_max', 0)}) while the runs ran",
         f"context: devcluster CPU {ctx.get('devcluster_cpu_s', 0):.1f} s, this bench's "
-        f"{ctx.get('bench_cpu_s', 0):.1f} s, worker processes "
+        f"{ctx.get('bench_cpu_s', 0):.1f} s while the runs ran, worker processes "
         f"CPU {ctx.get('workers_cpu_s', 0):.1f} s, {ctx.get('worker_pods', 0)} worker pods, "
         f"{ctx.get('jobs', 0)} Jobs, {ctx.get('run_events', 0)} run watch events "
         f"(status writes per run: median {ctx.get('status_writes_p50', 0)}, "
         f"max {ctx.get('status_writes_max', 0)})",
+        f"host speed: a fixed Python loop took {ctx.get('host_speed_s', ['-', '-'])[0]} s "
+        f"before and {ctx.get('host_speed_s', ['-', '-'])[-1]} s after (lower is faster)",
         f"operator log: {ctx.get('log_errors', 0)} ERROR, {ctx.get('log_warnings', 0)} "
         f"WARNING, {ctx.get('log_tracebacks', 0)} tracebacks",
     ]

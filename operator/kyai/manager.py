@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from kyai._exitcodes import EXIT_FAILURE, EXIT_USAGE
-    from kyai._loop import loop_factory
+    from kyai._loop import loop_factory, tune_collector
     from kyai.controllers.handlers import build_registry
     from kyai.metrics import RunMetrics
     from kyai.settings import OperatorSettings
@@ -112,6 +112,7 @@ def _run(args: argparse.Namespace) -> int:
         liveness_endpoint=liveness,
         memo=kopf.Memo(operator_settings=settings, metrics=metrics),
     )
+    tune_collector()
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         runner.run(operator)
     return 0

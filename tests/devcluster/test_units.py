@@ -145,3 +145,21 @@ def test_rewrite_mounts_is_one_pass() -> None:
         "--snapshot /tmp/work/pod/volumes/snapshot --out /tmp/work/pod/tmp/x"
     )
     assert rewrite_mounts("/tmpfoo /tmp", mounts) == "/tmpfoo /tmp/work/pod/tmp"
+
+
+def test_a_pods_kubeconfig_is_the_documents_yaml_whatever_its_token() -> None:
+    import yaml
+
+    from kyai.devcluster._cluster import _kubeconfig_text, kubeconfig
+    from kyai.devcluster._tokens import ADMIN_TOKEN, issue, new_signing_key
+
+    url = "http://127.0.0.1:6443"
+    key = new_signing_key()
+    for namespace, token in (("team-a", issue(key, "team-a", "worker")),
+                             ("team-a", issue(key, "team-a", "other")),
+                             ("default", ADMIN_TOKEN), ("default", ""),
+                             ("x", "needs: quoting")):  # fmt: skip
+        text = _kubeconfig_text(url, namespace, token)
+        assert text == yaml.safe_dump(kubeconfig(url, namespace=namespace, token=token),
+                                      sort_keys=False)  # fmt: skip
+        assert yaml.safe_load(text)["users"][0]["user"] == ({"token": token} if token else {})

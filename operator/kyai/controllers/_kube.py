@@ -101,6 +101,8 @@ class KubeClient:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 headers=self._headers,
+                # No cookies, as client-go keeps none (and per request, a jar costs CPU).
+                cookie_jar=aiohttp.DummyCookieJar(),
                 timeout=aiohttp.ClientTimeout(total=30.0),
                 # Many reconciles at once: keep their connections instead of reopening them.
                 connector=aiohttp.TCPConnector(limit=self._max_connections, ssl=self._verify),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
+import re
 import shutil
 import subprocess
 import tempfile
@@ -80,15 +82,33 @@ def kubeconfig(
     }
 
 
+#: Stands for the token in a cached kubeconfig text (a plain YAML scalar, as tokens are).
+_TOKEN_SLOT = "kyai-devcluster-token-slot"
+_PLAIN_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9._-]*")
+
+
+@functools.lru_cache(maxsize=256)
+def _kubeconfig_template(url: str, namespace: str) -> str:
+    return yaml.safe_dump(kubeconfig(url, namespace=namespace, token=_TOKEN_SLOT), sort_keys=False)
+
+
+def _kubeconfig_text(url: str, namespace: str, token: str) -> str:
+    """The YAML of :func:`kubeconfig`.
+
+    Every pod has its own (its own token): the document is dumped once per namespace and
+    the token put in place, when the token is a plain scalar (a JWT or the admin's is).
+    """
+    if not token or not _PLAIN_TOKEN.fullmatch(token):
+        return yaml.safe_dump(kubeconfig(url, namespace=namespace, token=token), sort_keys=False)
+    return _kubeconfig_template(url, namespace).replace(_TOKEN_SLOT, token)
+
+
 def write_kubeconfig(
     path: Path, url: str, *, namespace: str = "default", token: str = ADMIN_TOKEN
 ) -> Path:
     """Write a kubeconfig for ``url`` to ``path`` (parents created, mode 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    document = kubeconfig(url, namespace=namespace, token=token)
-    # libyaml's dumper when PyYAML has it: a pod's kubeconfig is written per pod.
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    path.write_text(yaml.dump(document, Dumper=dumper, sort_keys=False))
+    path.write_text(_kubeconfig_text(url, namespace, token))
     path.chmod(0o600)
     return path
 

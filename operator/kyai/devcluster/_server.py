@@ -85,6 +85,10 @@ def _accept_as(request: web.Request, what: str) -> str | None:
     return None
 
 
+#: Watch events written at most in one chunk.
+WATCH_BATCH = 256
+
+
 def _json_response(
     body: Any, *, status: int = 200, warnings: list[str] | None = None
 ) -> web.Response:
@@ -918,8 +922,12 @@ class ApiServer:
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             await response.prepare(request)
-            for kind, obj in initial:
-                await response.write(encode(kind, obj))
+            for start in range(0, len(initial), WATCH_BATCH):
+                await response.write(
+                    b"".join(
+                        encode(kind, obj) for kind, obj in initial[start : start + WATCH_BATCH]
+                    )
+                )
             if send_initial:
                 await response.write(bookmark({_INITIAL_EVENTS_END: "true"}))
             last_bookmark = time.monotonic()
@@ -937,8 +945,18 @@ class ApiServer:
                     pass
                 if item is None:
                     break
-                if item[0]:
-                    await response.write(encode(*item))
+                # What else is queued goes in the same write: in a burst, one write (one
+                # syscall) per event and watcher was a seventh of the devcluster's CPU.
+                chunk = [encode(*item)] if item[0] else []
+                while len(chunk) < WATCH_BATCH and not watcher.queue.empty():
+                    item = watcher.queue.get_nowait()
+                    if item is None:
+                        break
+                    chunk.append(encode(*item))
+                if chunk:
+                    await response.write(b"".join(chunk))
+                if item is None:
+                    break
                 if (
                     bookmarks
                     and not table_version

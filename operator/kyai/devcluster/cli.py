@@ -121,8 +121,9 @@ def run(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    from kyai._loop import loop_factory
+    from kyai._loop import loop_factory, tune_collector
 
+    tune_collector()
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(_serve(args))
 
