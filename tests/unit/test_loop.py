@@ -32,3 +32,24 @@ def test_asyncio_under_the_devcluster_shim(monkeypatch: pytest.MonkeyPatch) -> N
     assert set(_loop.SHIM_VARIABLES) == {HOSTS_VARIABLE, POD_IP_VARIABLE}
     for name in _loop.SHIM_VARIABLES:
         assert not issubclass(loop_class(monkeypatch, **{name: "/x"}), uvloop.Loop)
+
+
+def test_the_collector_is_tuned_unless_asked_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    before = gc.get_threshold()
+    try:
+        monkeypatch.setenv("KYAI_GC_DEFAULTS", "1")
+        assert not _loop.tune_collector() and gc.get_threshold() == before
+        monkeypatch.delenv("KYAI_GC_DEFAULTS")
+        frozen = gc.get_freeze_count()
+        assert _loop.tune_collector()
+        assert gc.get_threshold() == _loop.SERVICE_THRESHOLDS
+        assert gc.get_freeze_count() >= frozen  # what start-up made is out of the scans
+        gc.disable()
+        gc.set_threshold(*before)
+        assert not _loop.tune_collector() and gc.get_threshold() == before  # off stays off
+    finally:
+        gc.enable()
+        gc.set_threshold(*before)
+        gc.unfreeze()
