@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import kopf
@@ -33,9 +33,9 @@ from kyai.controllers import snapshot as _snapshots
 from kyai.controllers import workload as _workloads
 from kyai.controllers._diffbase import DigestDiffBaseStorage
 from kyai.controllers._inuse import references, release_if_unused, release_references
-from kyai.controllers._kube import KubeClient
+from kyai.controllers._kube import KubeClient, KubeError
 from kyai.controllers._services import NEW, NORMAL, URGENT, Services, services
-from kyai.controllers.evaluationrun import resync_forever
+from kyai.controllers.evaluationrun import look_later, resync_forever
 from kyai.metrics import RunMetrics
 from kyai.settings import OperatorSettings
 
@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 #: events). One loop for all runs (two LISTs a tick; a per-run kopf timer fired 43,000 times
 #: at 1,000 runs); the first look comes as late, not right after the create handler's.
 RUN_RESYNC_SECONDS = 20.0
+
+#: Seconds after a failed API call before a run's event handler is tried again.
+RETRY_SECONDS = 5.0
 
 #: The kinds with kopf create/update/resume handlers (the only ones kopf needs a diff base of).
 CHANGING_KINDS = ("EngineArgsSet", "Workload", "Snapshot")
@@ -285,6 +288,30 @@ def run_priority(event_type: str | None, body: Any) -> int | None:
     return None
 
 
+async def reconcile_or_retry(
+    svc: Services,
+    namespace: str,
+    name: str,
+    *,
+    job: Mapping[str, Any] | None = None,
+    priority: int = NORMAL,
+) -> None:
+    """:func:`reconcile_run`; an API call that failed is tried again by a later look.
+
+    An event handler is not retried by kopf (create/update handlers were): a timeout or a
+    5xx of an overloaded API server would leave the run to the resync. It is logged as a
+    warning (no traceback: it is the API server's state, not a bug) and the run is looked
+    at again :data:`RETRY_SECONDS` later. A refused call (403) is said on the run as well.
+    """
+    try:
+        await reconcile_run(svc, namespace, name, job=job, priority=priority)
+    except KubeError as error:
+        log.warning(
+            "run %s/%s: %s; looking at it again in %g s", namespace, name, error, RETRY_SECONDS
+        )
+        look_later(svc, namespace, name, RETRY_SECONDS)
+
+
 def _register_runs(registry: kopf.OperatorRegistry) -> None:
     """EvaluationRuns, their finished Jobs and their metrics (the resync loop: start-up)."""
 
@@ -305,7 +332,7 @@ def _register_runs(registry: kopf.OperatorRegistry) -> None:
         await wake_rejudges(svc, _ns(namespace), name, body.get("status"))
         priority = run_priority(event.get("type"), raw)
         if priority is not None:
-            await reconcile_run(svc, _ns(namespace), name, priority=priority)
+            await reconcile_or_retry(svc, _ns(namespace), name, priority=priority)
 
     @kopf.on.event(
         "batch",
@@ -322,7 +349,7 @@ def _register_runs(registry: kopf.OperatorRegistry) -> None:
         if run is not None:
             # The Job as delivered (not read again); before any other waiting step.
             svc = services(memo)
-            await reconcile_run(svc, _ns(namespace), run, job=dict(body), priority=URGENT)
+            await reconcile_or_retry(svc, _ns(namespace), run, job=dict(body), priority=URGENT)
 
 
 def _keep(svc: Services, event: Any, body: Any) -> None:

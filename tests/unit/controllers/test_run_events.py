@@ -49,3 +49,32 @@ def test_finished_or_deleted_runs_are_left_alone(phase: str, event: str | None) 
     assert run_priority(event, run(phase, generation=3, observed=1)) is None
     assert run_priority(event, run("Generating", deleting=True)) is None
     assert run_priority(event, run(None, deleting=True)) is None
+
+
+async def test_a_failed_api_call_is_a_warning_and_a_later_look(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from kyai.controllers import handlers
+    from kyai.controllers._kube import KubeError
+
+    looks: list[tuple[str, str, float]] = []
+    monkeypatch.setattr(handlers, "look_later", lambda svc, ns, name, delay: looks.append(
+        (ns, name, delay)))  # fmt: skip
+
+    async def timed_out(*_: Any, **__: Any) -> None:
+        raise KubeError("PATCH /apis/...: TimeoutError: ")
+
+    monkeypatch.setattr(handlers, "reconcile_run", timed_out)
+    await handlers.reconcile_or_retry(object(), "n", "r")  # type: ignore[arg-type]
+    assert looks == [("n", "r", handlers.RETRY_SECONDS)]
+    (record,) = [r for r in caplog.records if r.name == handlers.__name__]
+    assert record.levelname == "WARNING" and "run n/r: PATCH" in record.getMessage()
+    assert record.exc_info is None  # no traceback for the API server's state
+
+    async def broken(*_: Any, **__: Any) -> None:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(handlers, "reconcile_run", broken)
+    with pytest.raises(ValueError, match="a bug"):  # a bug is kopf's to log, with its traceback
+        await handlers.reconcile_or_retry(object(), "n", "r")  # type: ignore[arg-type]
+    assert len(looks) == 1
