@@ -174,3 +174,22 @@ class Api:
                 return last
             await asyncio.sleep(0.05)
         raise AssertionError(f"timed out waiting on {path}; last: {last}")
+
+
+#: The project's image in the devcluster tests (a default local-image pattern).
+IMAGE = "ghcr.io/kyai-io/kyai-operator:test"
+
+
+def job(name: str, *, backoff: int = 0, image: str = IMAGE, **container: Any) -> Obj:
+    """A Job with one container ``main`` (``container``'s fields; ``volumes`` go to the pod)."""
+    spec: Obj = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": image, **container}],
+    }
+    for key in ("volumes",):
+        if key in container:
+            spec[key] = spec["containers"][0].pop(key)
+    return {
+        "metadata": {"name": name},
+        "spec": {"backoffLimit": backoff, "template": {"spec": spec}},
+    }

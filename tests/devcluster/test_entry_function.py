@@ -16,13 +16,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from devcluster.helpers import Api
+from devcluster.helpers import Api, job
 from kyai.devcluster import DevCluster
 from kyai.devcluster._runtime import Launch
 
 JOBS = "/apis/batch/v1/namespaces/default/jobs"
 PODS = "/api/v1/namespaces/default/pods"
-IMAGE = "ghcr.io/kyai-io/kyai-operator:test"
 
 #: What each call saw, by the container's first argument.
 SEEN: dict[str, Launch] = {}
@@ -54,45 +53,23 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
         yield Api(session, cluster.url)
 
 
-def job(name: str, args: list[str], **container: object) -> dict[str, object]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "main", "image": IMAGE, "args": args, **container}],
-                }
-            },
-        },
-    }
-
-
 def terminated(pod: dict[str, object]) -> dict[str, object] | None:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []  # type: ignore[attr-defined]
     return statuses[0]["state"].get("terminated") if statuses else None
 
 
 async def wait_pod_done(api: Api, job_name: str) -> dict[str, object]:
-    async def done() -> dict[str, object] | None:
-        listing = await api.ok("GET", PODS, params={"labelSelector": f"job-name={job_name}"})
-        for pod in listing["items"]:
-            if terminated(pod) is not None:
-                return pod  # type: ignore[no-any-return]
-        return None
-
-    for _ in range(300):
-        found = await done()
-        if found is not None:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no pod of Job {job_name} finished")
+    listing = await api.wait_for(
+        f"{PODS}?labelSelector=job-name%3D{job_name}",
+        lambda found: any(terminated(pod) is not None for pod in found["items"]),
+        timeout=15,
+    )
+    return next(pod for pod in listing["items"] if terminated(pod) is not None)  # type: ignore[no-any-return]
 
 
 async def test_exit_zero_completes_the_job_with_args_env_and_log(api: Api) -> None:
     await api.ok(
-        "POST", JOBS, job("ok", ["0", "all done"], env=[{"name": "GREETING", "value": "hi"}])
+        "POST", JOBS, job("ok", args=["0", "all done"], env=[{"name": "GREETING", "value": "hi"}])
     )
     pod = await wait_pod_done(api, "ok")
     state = terminated(pod)
@@ -111,9 +88,9 @@ async def test_exit_zero_completes_the_job_with_args_env_and_log(api: Api) -> No
 
 
 async def test_exit_code_and_crash_fail_the_job(api: Api) -> None:
-    await api.ok("POST", JOBS, job("three", ["3"]))
+    await api.ok("POST", JOBS, job("three", args=["3"]))
     await api.ok(
-        "POST", JOBS, job("crash", ["crash"], terminationMessagePolicy="FallbackToLogsOnError")
+        "POST", JOBS, job("crash", args=["crash"], terminationMessagePolicy="FallbackToLogsOnError")
     )
     three = terminated(await wait_pod_done(api, "three"))
     assert three is not None and three["exitCode"] == 3 and three["reason"] == "Error"
@@ -125,7 +102,7 @@ async def test_exit_code_and_crash_fail_the_job(api: Api) -> None:
 
 async def test_a_command_still_runs_as_a_process(api: Api) -> None:
     await api.ok(
-        "POST", JOBS, job("proc", [], command=[sys.executable, "-c", "raise SystemExit(5)"])
+        "POST", JOBS, job("proc", args=[], command=[sys.executable, "-c", "raise SystemExit(5)"])
     )
     state = terminated(await wait_pod_done(api, "proc"))
     assert state is not None and state["exitCode"] == 5
@@ -133,7 +110,7 @@ async def test_a_command_still_runs_as_a_process(api: Api) -> None:
 
 
 async def test_deleting_the_pod_cancels_the_function(api: Api) -> None:
-    await api.ok("POST", JOBS, job("sleeper", ["sleep"]))
+    await api.ok("POST", JOBS, job("sleeper", args=["sleep"]))
     for _ in range(200):
         if "sleep" in SEEN:
             break

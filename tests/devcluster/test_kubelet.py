@@ -12,27 +12,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from devcluster.helpers import Api
+from devcluster.helpers import IMAGE, Api, job
 from kyai import __version__
 from kyai.devcluster import DevCluster
 
 NS = "/api/v1/namespaces/default"
 JOBS = "/apis/batch/v1/namespaces/default/jobs"
-IMAGE = "ghcr.io/kyai-io/kyai-operator:test"
-
-
-def job(name: str, *, backoff: int = 0, image: str = IMAGE, **container: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "containers": [{"name": "main", "image": image, **container}],
-    }
-    for key in ("volumes",):
-        if key in container:
-            spec[key] = spec["containers"][0].pop(key)
-    return {
-        "metadata": {"name": name},
-        "spec": {"backoffLimit": backoff, "template": {"spec": spec}},
-    }
 
 
 def http_server_container(port: int = 8080, **extra: Any) -> dict[str, Any]:
