@@ -505,7 +505,7 @@ class RunReconciler:
             # after the Job's): read it. Usually it is there, and saves a GET per run.
             fresh = await self.svc.kube.get(KIND, self.namespace, self.name)
             self.merge_status((fresh or {}).get("status") or {})
-        status = EvaluationRunStatus.model_validate(self.status)
+        status = self.current()
         score = status.avg_score
         if score is None:
             await self.fail(

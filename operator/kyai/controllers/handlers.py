@@ -276,7 +276,7 @@ def run_priority(event_type: str | None, body: Any) -> int | None:
     meta = body.get("metadata") or {}
     status = body.get("status") or {}
     phase = status.get("phase")
-    if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
+    if phase in _runs.TERMINAL or meta.get("deletionTimestamp"):
         return None
     if phase is None:
         return NEW  # a burst of new runs waits behind the steps of the runs already going

@@ -40,10 +40,10 @@ from typing import Any
 import celpy
 import celpy.celparser
 import celpy.evaluation
-import orjson
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 
+from kyai._json import record_line
 from kyai.devcluster._errors import FieldError
 from kyai.devcluster._resources import ResourceType
 
@@ -150,14 +150,6 @@ def _reads(*texts: str) -> Reads:
         (variable, names, tested.get((variable, names), 0) >= count)
         for (variable, names), count in sorted(counts.items())
     )
-
-
-def _sorted_json(value: Any) -> str:
-    """Key-sorted JSON text of a value (orjson; ``json`` for what orjson refuses)."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:
-        return json.dumps(value, sort_keys=True)
 
 
 def _pruned(value: Any, reads: Reads, variable: str) -> Any:
@@ -387,7 +379,7 @@ class CelValidator:
             elif presence:
                 shown = "\0present"
             else:
-                shown = _sorted_json(found)
+                shown = record_line(found).decode()
             digest.update(f"\0{variable}.{'.'.join(names)}=".encode() + shown.encode())
         return digest.hexdigest()
 

@@ -1097,6 +1097,7 @@ class Kubelet:
         termination.chmod(0o666)
         message_path = str(container.get("terminationMessagePath") or "/dev/termination-log")
         working_dir = container.get("workingDir")
+        function = None
         if kind == "engine":
             argv = [expand_references(part, env) for part in command + args]
             if self.engine_command:
@@ -1109,8 +1110,9 @@ class Kubelet:
         elif self.runtime.name == "podman":
             argv = [expand_references(part, env) for part in command + args]
             has_entrypoint = bool(command)
-        else:
-            entry = [] if self.entrypoint_function and not command else list(self.entrypoint)
+        else:  # the project's image, as a process (or as the entry function, args only)
+            function = None if command else self.entrypoint_function
+            entry = [] if function is not None else list(self.entrypoint)
             argv = [expand_references(part, env) for part in (command or entry) + args]
             has_entrypoint = True
         if self.runtime.name == "process":
@@ -1148,11 +1150,7 @@ class Kubelet:
             termination_message_path=message_path,
             security=_merged_security(context.pod, container),
             memory_limit=memory,
-            function=(
-                self.entrypoint_function
-                if kind == "local" and not command and self.runtime.name == "process"
-                else None
-            ),
+            function=function,
         )
 
     async def _run_once(self, run: _PodRun, context: _PodContext, container: Obj) -> Obj:
