@@ -4,14 +4,16 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck layers unit demo demo-cli bench bench-operator crds e2e mutation clean image base-image podman-config
+.PHONY: setup test lint typecheck layers unit demo demo-cli bench bench-operator crds e2e mutation clean image standin-image base-image podman-config
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The product (kyai-operator, the root) and its two tools beside it (tools/devcluster,
+# tools/testing: their own distributions, never in the operator's image), all editable.
+$(STAMP): pyproject.toml tools/devcluster/pyproject.toml tools/testing/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,lm-eval]'
+	$(BIN)/pip install --quiet -e '.[dev,lm-eval]' -e tools/devcluster -e tools/testing
 	bash scripts/install-helm.sh $(VENV)
 	touch $(STAMP)
 
@@ -29,9 +31,12 @@ layers: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
 
-## make test: lint, type-check, import layers and the whole test suite (what CI runs).
+## make test: lint, type-check, import layers and the whole test suite (what CI runs), on
+## PYTEST_WORKERS workers (pytest-xdist; a module's tests stay on one worker, the podman
+## modules share one; 0: one process). The 15 slowest tests are listed at the end.
+PYTEST_WORKERS ?= 2
 test: lint typecheck layers
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --durations=15
 
 ## make crds: regenerate crds/ from the pydantic models in operator/kyai/api, and the chart
 ## schema's engineImages from the engines registry.
@@ -48,34 +53,49 @@ demo: $(STAMP)
 
 ## make demo-cli: one `kyai run` against the bundled OpenAI-compatible stand-in (no cluster).
 demo-cli: $(STAMP)
-	$(BIN)/python -m kyai.testing.demo
+	$(BIN)/python -m kyai_testing.demo
 
 ## make bench: the evaluation engine's throughput and memory benchmark, then the graders'
-## timings and the responsiveness figures that the tests only bound as safety nets.
+## timings, the responsiveness figures that the tests only bound as safety nets, and the
+## statistics (intervals, paired comparisons, ranks) on 50,000-row runs.
 bench: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
 	$(BIN)/python bench/bench_graders.py
 	$(BIN)/python bench/bench_responsiveness.py
+	$(BIN)/python bench/bench_gateway.py
+	$(BIN)/python bench/bench_stats.py
+	$(BIN)/python bench/bench_sweeps.py
 
 ## make bench-operator: 1,000 EvaluationRuns over 100 Workloads in kyai devcluster with the
 ## workers replaced by an instant stand-in (the operator's figures), created at Argo CD's
 ## client rate (50/s after a burst of 100); the same 1,000 as fast as the API server takes
-## them (the operator's throughput); then 100 runs over 10 Workloads with the real workers.
+## them (the operator's throughput); 10,000 runs over 1,000 Workloads at Argo CD's rate (the
+## scale pass: the devcluster holds the burst, the bench's client retries as client-go does);
+## then 100 runs over 10 Workloads with the real workers.
 bench-operator: $(STAMP)
 	$(BIN)/python bench/bench_operator.py --standin --runs 1000 --workloads 100 --timeout 1500
 	$(BIN)/python bench/bench_operator.py --standin --runs 1000 --workloads 100 --timeout 1500 \
 		--create-qps 0 --after-burst 0
+	$(BIN)/python bench/bench_operator.py --standin --runs 10000 --workloads 1000 --timeout 3600
 	$(BIN)/python bench/bench_operator.py --runs 100 --workloads 10
+	$(BIN)/python bench/bench_sweep_operator.py
 
 ## make e2e: the system tests against a kind cluster running the Helm chart (needs kind,
 ## kubectl, docker or podman, and `make image`): see README, "Real-cluster tests".
 e2e: $(STAMP)
 	BIN=$(BIN) bash tests/e2e/kind.sh
 
-## make image: the operator/worker image (IMAGE=, BASE_IMAGE=, ENGINE= podman|docker).
+## make image: the operator/worker image, the product only (IMAGE=, BASE_IMAGE=, ENGINE=
+## podman|docker).
 IMAGE ?= localhost/kyai-operator:dev
 image: $(STAMP)
 	IMAGE=$(IMAGE) PYTHON=$(BIN)/python bash scripts/build-image.sh
+
+## make standin-image: the stand-ins' image on top of the product's (kyai-testing: the LLM
+## double and the engine stand-ins) for the podman devcluster (STANDIN_IMAGE=, IMAGE= its base).
+STANDIN_IMAGE ?= localhost/kyai-standins:dev
+standin-image: $(STAMP)
+	IMAGE=$(STANDIN_IMAGE) BASE=$(IMAGE) PYTHON=$(BIN)/python bash scripts/build-standin-image.sh
 
 ## make base-image: a Debian base image with python3 built by mmdebstrap (no registry needed).
 base-image:

@@ -3,7 +3,10 @@
 0. Client throughput: ``kyai generate`` (its generation phase, in a child process) against a
    minimal aiohttp client, 5,000 rows against a 1 ms stand-in (the LLM double in its own
    process) at concurrency 16, 64 and 256: wall time, the kyai/aiohttp ratio and CPU
-   milliseconds per row.
+   milliseconds per row. Two variants: whole answers (``kyai generate --no-stream`` against
+   a client reading JSON answers), and streamed answers of 20 tokens each (the stand-in
+   sends them back to back after 1 ms) against a minimal streaming client that times and
+   parses every event as ``vllm bench serve``'s client does.
 1. Concurrency: ``kyai run`` (a subprocess, so its peak RSS can be measured) on a
    100-row custom dataset against the LLM double answering after 200 ms, at concurrency 1,
    4, 16 and 64: wall time of the generation and judge phases (``summary.json``), the ideal
@@ -38,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kyai.testing import ChatRequest, LLMDouble, ModelSpec, Rule, substring_judge
+from kyai_testing import ChatRequest, LLMDouble, ModelSpec, Rule, substring_judge
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_VENV = ROOT / ".venv-bench"
@@ -176,6 +179,8 @@ def kyai(*args: str) -> list[str]:
 # -- part 0: client throughput against a 1 ms stand-in ---------------------------------------
 
 THROUGHPUT_LATENCY_S = 0.001
+#: The streamed variant's answer: 20 tokens of the double's tokenizer (4 characters each).
+STREAMED_ANSWER = "The answer is 12345." * 4
 
 
 @dataclass
@@ -187,6 +192,7 @@ class ThroughputResult:
     cpu_s: float | None
     errors: int | None
     error: str | None = None
+    stream: bool = False
 
     @property
     def cpu_ms_per_row(self) -> float | None:
@@ -222,6 +228,56 @@ async def _aiohttp_baseline(url: str, rows: Sequence[str], concurrency: int) -> 
     return errors
 
 
+async def _aiohttp_stream_baseline(url: str, rows: Sequence[str], concurrency: int) -> int:
+    """The minimal streaming client: as vllm bench serve's, it times and parses every event."""
+    import aiohttp
+
+    queue: list[str] = list(reversed(rows))
+    errors = 0
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            nonlocal errors
+            while queue:
+                instruction = queue.pop()
+                body = {
+                    "model": CANDIDATE,
+                    "messages": [
+                        {"role": "system", "content": GENERATION_PROMPT},
+                        {"role": "user", "content": instruction},
+                    ],
+                    "max_tokens": 256,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                }
+                sent = last = time.perf_counter()
+                ttft: float | None = None
+                gaps: list[float] = []
+                text: list[str] = []
+                buffer = b""
+                async with session.post(f"{url}/v1/chat/completions", json=body) as response:
+                    async for chunk in response.content.iter_any():
+                        now = time.perf_counter()
+                        *lines, buffer = (buffer + chunk).split(b"\n")
+                        for line in lines:
+                            if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                                continue
+                            choices = json.loads(line[6:]).get("choices")
+                            piece = choices[0]["delta"].get("content") if choices else None
+                            if piece:
+                                if ttft is None:
+                                    ttft = now - sent
+                                else:
+                                    gaps.append(now - last)
+                                last = now
+                                text.append(piece)
+                errors += response.status != 200 or "".join(text) != STREAMED_ANSWER
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return errors
+
+
 def throughput_client(args: argparse.Namespace) -> int:
     """One measured client run (a child of the bench): prints wall and CPU seconds as JSON."""
     rows = [
@@ -230,24 +286,29 @@ def throughput_client(args: argparse.Namespace) -> int:
     ]
     errors: int
     if args.throughput_client == "aiohttp":
+        baseline = _aiohttp_stream_baseline if args.stream else _aiohttp_baseline
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        errors = asyncio.run(_aiohttp_baseline(args.url, rows, args.concurrency))
+        errors = asyncio.run(baseline(args.url, rows, args.concurrency))
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     else:
         from kyai.datasets import load_dataset
         from kyai.evaluation import CandidateConfig, generate
 
         dataset = load_dataset(str(args.dataset), generation_prompt=GENERATION_PROMPT)
-        config = CandidateConfig(args.url, CANDIDATE, concurrency=args.concurrency)
+        config = CandidateConfig(
+            args.url, CANDIDATE, concurrency=args.concurrency, stream=args.stream
+        )
         cpu0, wall0 = time.process_time(), time.perf_counter()
         outcome = asyncio.run(generate(dataset, args.workdir, config))
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         errors = outcome.errors
+        if args.stream and (outcome.serving or {}).get("output_tokens") != 20 * len(rows):
+            errors += 1  # every answer must have come streamed, whole
     print(json.dumps({"wall_s": wall, "cpu_s": cpu, "errors": errors}))
     return 0
 
 
-def start_stand_in(work: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_stand_in(work: Path, *answer: str) -> tuple[subprocess.Popen[bytes], str]:
     """The 1 ms stand-in: the LLM double in its own process (so it does not share the client's)."""
     ready = work / "stand-in.url"
     ready.unlink(missing_ok=True)
@@ -255,7 +316,7 @@ def start_stand_in(work: Path) -> tuple[subprocess.Popen[bytes], str]:
         [
             sys.executable,
             "-m",
-            "kyai.testing.llm_double",
+            "kyai_testing.llm_double",
             "--model",
             CANDIDATE,
             "--max-model-len",
@@ -264,6 +325,7 @@ def start_stand_in(work: Path) -> tuple[subprocess.Popen[bytes], str]:
             str(THROUGHPUT_LATENCY_S),
             "--ready-file",
             str(ready),
+            *(("--answer", answer[0]) if answer else ()),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -279,9 +341,15 @@ def start_stand_in(work: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def _throughput_once(
-    work: Path, url: str, dataset: Path, client: str, concurrency: int, attempt: int
+    work: Path,
+    url: str,
+    dataset: Path,
+    client: str,
+    concurrency: int,
+    attempt: int,
+    stream: bool,
 ) -> ThroughputResult:
-    out = work / f"throughput-{client}-{concurrency}-{attempt}"
+    out = work / f"throughput-{client}-{concurrency}-{attempt}-{stream}"
     measured = run_measured(
         [
             sys.executable,
@@ -296,24 +364,26 @@ def _throughput_once(
             str(out),
             "--concurrency",
             str(concurrency),
+            *(("--stream",) if stream else ()),
         ],
-        timeout_s=180,
+        timeout_s=300,
     )
     shutil.rmtree(out, ignore_errors=True)
     if not measured.ok:
-        return ThroughputResult(client, concurrency, 0, None, None, None, measured.failure())
+        failure = measured.failure()
+        return ThroughputResult(client, concurrency, 0, None, None, None, failure, stream)
     figures = json.loads(measured.stdout.strip().splitlines()[-1])
     return ThroughputResult(
-        client, concurrency, 0, figures["wall_s"], figures["cpu_s"], figures["errors"]
+        client, concurrency, 0, figures["wall_s"], figures["cpu_s"], figures["errors"], None, stream
     )
 
 
 def bench_throughput(
-    work: Path, *, rows: int, levels: Sequence[int], repeats: int
+    work: Path, *, rows: int, levels: Sequence[int], repeats: int, stream: bool = False
 ) -> list[ThroughputResult]:
     """kyai generate vs a minimal aiohttp client, each the best of ``repeats`` runs."""
     dataset = write_dataset(work / f"throughput-{rows}.jsonl", rows)
-    server, url = start_stand_in(work)
+    server, url = start_stand_in(work, *((STREAMED_ANSWER,) if stream else ()))
     results: list[ThroughputResult] = []
     try:
         for concurrency in levels:
@@ -323,7 +393,9 @@ def bench_throughput(
                 for client in ("aiohttp", "kyai"):
                     if best.get(client) is not None and best[client].error is not None:
                         continue
-                    result = _throughput_once(work, url, dataset, client, concurrency, attempt)
+                    result = _throughput_once(
+                        work, url, dataset, client, concurrency, attempt, stream
+                    )
                     result.rows = rows
                     previous = best.get(client)
                     if (
@@ -335,7 +407,7 @@ def bench_throughput(
             for client in ("aiohttp", "kyai"):
                 result = best[client]
                 print(
-                    f"  {client:8s} conc {concurrency:4d}: "
+                    f"  {'streamed' if stream else 'whole':8s} {client:8s} conc {concurrency:4d}: "
                     + (
                         f"{fmt(result.wall_s)} s, {fmt(result.cpu_ms_per_row, 3)} ms CPU/row"
                         if result.error is None
@@ -356,15 +428,15 @@ def bench_throughput(
 def throughput_report(results: Sequence[ThroughputResult]) -> str:
     if not results:
         return ""
-    by_key = {(r.client, r.concurrency): r for r in results}
-    levels = sorted({r.concurrency for r in results})
+    by_key = {(r.stream, r.client, r.concurrency): r for r in results}
     rows = []
-    for level in levels:
-        base, ours = by_key.get(("aiohttp", level)), by_key.get(("kyai", level))
+    for stream, level in sorted({(r.stream, r.concurrency) for r in results}):
+        base, ours = by_key.get((stream, "aiohttp", level)), by_key.get((stream, "kyai", level))
         if base is None or ours is None:
             continue
         rows.append(
             [
+                "streamed" if stream else "whole",
                 str(level),
                 fmt(base.wall_s),
                 fmt(ours.wall_s),
@@ -378,11 +450,13 @@ def throughput_report(results: Sequence[ThroughputResult]) -> str:
     lines = [
         f"\n0. client throughput: {results[0].rows} rows against a "
         f"{THROUGHPUT_LATENCY_S * 1000:.0f} ms stand-in (its own process); "
-        "kyai = the generation phase, aiohttp = a minimal client; best of the repeats "
-        f"(each client's fastest run, its CPU from that run); load average now {load} "
-        f"on {os.cpu_count()} CPUs",
+        "kyai = the generation phase, aiohttp = a minimal client; whole = JSON answers, "
+        "streamed = 20 tokens per answer as server-sent events, each timed and parsed; best "
+        f"of the repeats (each client's fastest run, its CPU from that run); load average now "
+        f"{load} on {os.cpu_count()} CPUs",
         table(
             [
+                "answers",
                 "conc",
                 "aiohttp s",
                 "kyai s",
@@ -821,7 +895,7 @@ class _Done(Exception):
     """Raised to skip the remaining parts (``--throughput-only``)."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="smoke run: small and fast")
     parser.add_argument("--rows", type=int, help="rows for parts 1-2 (100; quick: 20)")
@@ -836,10 +910,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--throughput-concurrency", type=int, nargs="+", help="levels for part 0 (16 64 256)"
     )
     parser.add_argument("--throughput-only", action="store_true", help="run part 0 only")
+    parser.add_argument(
+        "--throughput-variants",
+        nargs="+",
+        choices=("whole", "streamed"),
+        default=["whole", "streamed"],
+        help="part 0's answers: whole JSON, streamed events, or both (default)",
+    )
+    parser.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--throughput-client", choices=("kyai", "aiohttp"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.throughput_client:
         args.concurrency = args.concurrency[0]
@@ -867,9 +954,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             + " ".join(f"{value:.2f}" for value in os.getloadavg()),
             flush=True,
         )
-        throughput = bench_throughput(
-            work, rows=throughput_rows, levels=throughput_levels, repeats=1 if args.quick else 3
-        )
+        throughput = [
+            result
+            for variant in args.throughput_variants
+            for result in bench_throughput(
+                work,
+                rows=throughput_rows,
+                levels=throughput_levels,
+                repeats=1 if args.quick else 3,
+                stream=variant == "streamed",
+            )
+        ]
         if args.throughput_only:
             raise _Done
         dataset = write_dataset(work / f"rows-{rows}.jsonl", rows)

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kyai.testing.llm_double import ChatRequest, LLMDouble, ModelSpec, Rule
+from kyai_testing.llm_double import ChatRequest, LLMDouble, ModelSpec, Rule
 
 GRADER = {
     "grader": {

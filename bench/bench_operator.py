@@ -104,6 +104,7 @@ from opbench.procs import (
     wait_until,
 )
 from opbench.report import Result, handler_calls, render, summarize_access, summarize_log
+from opbench.retry import MAX_RETRIES, RETRIES, RetryingTransport
 
 #: The instant stand-in the devcluster runs in place of the worker image's entrypoint
 #: (``--standin``: in its own event loop, no process per worker pod).
@@ -138,6 +139,13 @@ class Bench:
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 
+    def profiled(self, name: str) -> list[str]:
+        """``-m cProfile -o ...`` for ``--profile``: the process's profile in bench/out/."""
+        if not self.args.profile:
+            return []
+        OUT.mkdir(parents=True, exist_ok=True)
+        return ["-m", "cProfile", "-o", str(OUT / f"bench-operator-{self.stamp}-{name}.prof")]
+
     # set-up (synchronous: subprocesses and kubectl)
 
     def start_double(self) -> str:
@@ -147,7 +155,7 @@ class Bench:
         models = [arg for i in range(self.args.workloads) for arg in ("--model", f"cand-{i}")]
         child = spawn(
             "LLM double",
-            [sys.executable, "-m", "kyai.testing.llm_double", "--port", "0",
+            [sys.executable, "-m", "kyai_testing.llm_double", "--port", "0",
              *models, "--judge-model", JUDGE_MODEL, "--max-model-len", "4096",
              "--rules", str(rules), "--ready-file", str(ready)],
             self.workdir / "double.log",
@@ -162,7 +170,8 @@ class Bench:
         kubeconfig = self.workdir / "kubeconfig"
         child = spawn(
             "devcluster",
-            [sys.executable, "-m", "kyai.cli", "devcluster", "--port", "0",
+            [sys.executable, *self.profiled("devcluster"), "-m", "kyai.cli", "devcluster",
+             "--port", "0",
              "--kubeconfig", str(kubeconfig), "--workdir", str(self.workdir / "cluster"),
              "--local-image", WORKER_IMAGE, *(["--verbose"] if self.args.access_log else []),
              *(["--entrypoint-function", STANDIN] if self.args.standin else [])],
@@ -206,7 +215,14 @@ class Bench:
         }
         child = spawn(
             "operator",
-            [sys.executable, "-m", "kyai.cli", "operator", "--all-namespaces"],
+            [
+                sys.executable,
+                *self.profiled("operator"),
+                "-m",
+                "kyai.cli",
+                "operator",
+                "--all-namespaces",
+            ],
             self.workdir / "operator.log",
             env,
         )
@@ -218,12 +234,24 @@ class Bench:
     # the measured part (async: watches and API calls)
 
     async def create(self, http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> float:
+        """POST ``body``; the time the call returned. A reset after the request left is sent
+        again, as an Argo CD sync re-sends what failed; a 409 then means the first landed."""
         started = time.monotonic()
-        response = await http.post(path, json=body)
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                response = await http.post(path, json=body)
+            except httpx.TransportError:
+                if attempt == MAX_RETRIES:
+                    raise
+                RETRIES["create-resent"] += 1
+                await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
+                continue
+            break
         returned = time.monotonic()
         if body["kind"] == "EvaluationRun":
             self.api_create_s.append(returned - started)
-        if response.status_code >= 300:
+        landed_before = response.status_code == 409 and attempt > 0  # the reset one created it
+        if response.status_code >= 300 and not landed_before:
             raise BenchError(
                 f"Creating {body['kind']} {body['metadata']['name']} failed: "
                 f"HTTP {response.status_code}: {response.text[:500]}"
@@ -251,8 +279,9 @@ class Bench:
         args = self.args
         ns_path = f"{GROUP_PATH}/namespaces/{NAMESPACE}"
         limits = httpx.Limits(max_connections=50, max_keepalive_connections=50)
+        transport = RetryingTransport(httpx.AsyncHTTPTransport(limits=limits))
         async with httpx.AsyncClient(
-            base_url=url, timeout=30.0, limits=limits, headers={"User-Agent": "kyai-bench"}
+            base_url=url, timeout=30.0, transport=transport, headers={"User-Agent": "kyai-bench"}
         ) as http:
             namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
             await self.create(http, "/api/v1/namespaces", namespace)
@@ -496,6 +525,7 @@ class Bench:
             context["access"] = summarize_access(text, len(runs))
         context["host_speed_s"] = [self.speed_before, self.speed_after]
         context["bench_cpu_s"] = round(self.own_cpu_s, 2)
+        context["client_retries"] = dict(RETRIES)
         if devcluster is not None:
             context["devcluster_cpu_s"] = devcluster.cpu_s
             context["workers_cpu_s"] = devcluster.children_cpu_s
@@ -673,6 +703,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         default=20,
         help="runs created one at a time once the burst has finished (20; 0: none)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="diagnosis: run the operator and the devcluster under cProfile (about twice the "
+        "CPU); the profiles go to bench/out/ (python -m pstats)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument(

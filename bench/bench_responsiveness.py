@@ -29,8 +29,8 @@ import aiohttp
 import httpx
 
 from kyai.cli import main as kyai_main
-from kyai.devcluster import DevCluster
-from kyai.testing import LLMDouble
+from kyai_devcluster import DevCluster
+from kyai_testing import LLMDouble
 
 CM = "/api/v1/namespaces/default/configmaps"
 

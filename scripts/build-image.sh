@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make image: build the operator/worker image from a wheelhouse built on the host.
+# make image: build the operator/worker image (the product only) from a wheelhouse built on
+# the host (scripts/wheelhouse.sh); make standin-image builds the stand-ins' on top of it.
 #   IMAGE       (default localhost/kyai-operator:dev)   the tag to build
 #   BASE_IMAGE  (default: python:3.11-slim when present or pullable, else the Debian base
 #               that `make base-image` builds, localhost/kyai-base:bookworm)
@@ -38,10 +39,7 @@ if [ -z "${BASE_IMAGE:-}" ]; then
 fi
 
 version="$("$PYTHON" -c 'import kyai; print(kyai.__version__)')"
-rm -rf build/wheelhouse
-mkdir -p build/wheelhouse
-echo "make image: wheelhouse (pip wheel) -> build/wheelhouse"
-"$PYTHON" -m pip wheel --quiet --wheel-dir build/wheelhouse .
+PYTHON="$PYTHON" bash scripts/wheelhouse.sh
 echo "make image: $ENGINE build $IMAGE (base $BASE_IMAGE, version $version)"
 # --no-cache: the RUN step's cache key does not cover the mounted wheelhouse.
 "$ENGINE" build "${engine_args[@]}" --file Containerfile \

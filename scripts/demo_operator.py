@@ -5,7 +5,7 @@ and ``kyai operator`` as a subprocess; applies ``config/samples`` (``kubectl kus
 adapted to a machine without GPUs or network (see :func:`adapt`); prints the Workload and the
 EvaluationRuns as they move through their phases, and ends with ``kubectl get er``.
 
-The served vLLM Workload runs the vLLM stand-in (``python -m kyai.testing.engines``, which the
+The served vLLM Workload runs the vLLM stand-in (``python -m kyai_testing.engines``, which the
 devcluster's kubelet runs for vLLM's image) with the EngineArgsSet's real flags. Its answers
 come from a rules file (one wrong on purpose); the judge is the substring judge.
 
@@ -31,8 +31,8 @@ from typing import Any
 
 import yaml
 
-from kyai.devcluster import DevClusterThread
-from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
+from kyai_devcluster import DevClusterThread
+from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "default"

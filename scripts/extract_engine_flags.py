@@ -1,6 +1,6 @@
 r"""Regenerate the engine stand-ins' flag tables from the engines' own argument parsers.
 
-The stand-ins in :mod:`kyai.testing.engines` parse an engine container's command line with the
+The stand-ins in :mod:`kyai_testing.engines` parse an engine container's command line with the
 flag set of the real engine. This script reads that flag set statically (with :mod:`ast`, no
 engine import: they need GPUs and torch) from the engines' sources and writes one JSON table
 per engine next to the stand-ins::
@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parent.parent / "operator/kyai/testing/engines/flags"
+OUT = Path(__file__).resolve().parent.parent / "tools/testing/src/kyai_testing/engines/flags"
 
 
 def _const_kw(call: ast.Call, name: str) -> Any:

@@ -222,9 +222,9 @@ GROUPS: dict[str, Group] = {
         Group(
             "controller",
             "file",
-            ("controllers/evaluationrun.py",),
+            ("controllers/_thresholds.py", "controllers/_pods.py", "controllers/_engine.py"),
             ("tests/unit/controllers/test_guard_thresholds.py", "tests/system/test_guard_runs.py"),
-            functions=("threshold_condition", "_job_state", "_complete"),
+            functions=("threshold_condition", "job_state", "_complete"),
             lines_with=(
                 "thresholds",
                 "rate",

@@ -8,9 +8,31 @@ devcluster and operator, and ``e2e`` tests are skipped.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+#: Modules that run on one xdist worker together (``make test``: ``--dist loadscope``): the
+#: podman modules share the session's images and start containers on both cores each; the
+#: chart's operator (in a container on the host's network) and the README's bind the same
+#: fixed ports (8080, 8081), so the README's module goes with them.
+ONE_WORKER: dict[str, str] = {
+    "tests/devcluster/test_podman.py": "fixed-ports",
+    "tests/devcluster/test_podman_chart.py": "fixed-ports",
+    "tests/integration/test_readme.py": "fixed-ports",
+}
+#: The longest modules, run first (in this order, the rest as collected) so that no worker
+#: starts one near the end; the podman modules fourth, once the images built in the
+#: background since the session started are ready (60 to 140 s on two cores).
+FIRST: tuple[str, ...] = (
+    "tests/system/test_hardening.py",
+    "tests/integration/test_lmeval.py",
+    "tests/system/test_inuse.py",
+    "tests/devcluster/test_podman.py",
+    "tests/devcluster/test_podman_chart.py",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,6 +78,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     with_e2e = bool(config.getoption("--with-e2e"))
     kubeconfig = config.getoption("--kubeconfig")
@@ -75,9 +98,41 @@ def pytest_configure(config: pytest.Config) -> None:
                 "--with-e2e needs --e2e-double-host ADDR: an address of this machine the "
                 "cluster's pods can reach (for kind, the 'kind' network's gateway)."
             )
+    if not hasattr(config, "workerinput"):  # the xdist controller, or a single process
+        images = _module(Path(__file__).parent / "devcluster" / "podman_image.py")
+        if images.wanted(config):
+            images.start_building(config)
+
+
+def _module(path: Path) -> Any:
+    """A module of the tests, by path (the controller has not collected the tests' packages)."""
+    spec = importlib.util.spec_from_file_location(f"kyai_tests_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope``, with the modules of :data:`ONE_WORKER` in one scope each group,
+    handed out in the order of the collection (see :func:`pytest_collection_modifyitems`)."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # not by number of tests: FIRST, then as collected
+
+    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return ONE_WORKER.get(module, module)
+
+    return ModuleScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    order = {module: index for index, module in enumerate(FIRST)}
+    items.sort(key=lambda item: order.get(item.nodeid.split("::", 1)[0], len(FIRST)))
     if config.getoption("--with-e2e"):
         return
     skip = pytest.mark.skip(reason="needs a real Kubernetes cluster (opt-in with --with-e2e)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import time
 from collections import Counter
@@ -14,6 +15,7 @@ import orjson
 
 from opbench.objects import LABEL_RUN
 from opbench.procs import BenchError
+from opbench.retry import RETRIES
 
 
 @dataclass
@@ -100,36 +102,64 @@ class Observed:
             times.failed = now
 
 
+@dataclass
+class Cursor:
+    """Where a watch is: the last resourceVersion it saw (an event's or a bookmark's)."""
+
+    resource_version: str
+
+
 async def watch(
     http: httpx.AsyncClient,
     path: str,
     resource_version: str,
     on_event: Callable[[str, dict[str, Any], float], None],
 ) -> None:
-    """Follow a collection from ``resource_version``; reconnect where it left off."""
+    """Follow a collection from ``resource_version``; reconnect where it left off, also after
+    a reset connection (as client-go's reflector re-watches).
+
+    The position moves with each line read, so a stream that breaks resumes after the last
+    event delivered (not where that stream began: its events would come a second time).
+    """
     params = {"watch": "true", "allowWatchBookmarks": "true"}
+    cursor = Cursor(resource_version)
     while True:
-        params["resourceVersion"] = resource_version
-        async with http.stream(
-            "GET", path, params=params, timeout=httpx.Timeout(None, connect=10.0)
-        ) as response:
-            response.raise_for_status()
-            pending = b""
-            # Bytes split on newlines and parsed by orjson: this process shares the two cores
-            # with the operator, and httpx's line decoding cost a third of its CPU.
-            async for chunk in response.aiter_bytes():
-                received = time.monotonic()
-                *lines, pending = (pending + chunk).split(b"\n")
-                for line in lines:
-                    if not line.strip():
-                        continue
-                    event = orjson.loads(line)
-                    kind, obj = event["type"], event["object"]
-                    if kind == "ERROR":
-                        raise BenchError(f"The watch of {path} failed: {obj.get('message')}")
-                    resource_version = obj["metadata"]["resourceVersion"]
-                    if kind != "BOOKMARK":
-                        on_event(kind, obj, received)
+        params["resourceVersion"] = cursor.resource_version
+        try:
+            await _follow(http, path, params, cursor, on_event)
+        except (httpx.ReadError, httpx.RemoteProtocolError, httpx.ConnectError):
+            RETRIES["watch-reconnect"] += 1
+            await asyncio.sleep(0.5)
+
+
+async def _follow(
+    http: httpx.AsyncClient,
+    path: str,
+    params: dict[str, str],
+    cursor: Cursor,
+    on_event: Callable[[str, dict[str, Any], float], None],
+) -> None:
+    """One watch request; ``cursor`` follows the last resource version seen."""
+    async with http.stream(
+        "GET", path, params=params, timeout=httpx.Timeout(None, connect=10.0)
+    ) as response:
+        response.raise_for_status()
+        pending = b""
+        # Bytes split on newlines and parsed by orjson: this process shares the two cores
+        # with the operator, and httpx's line decoding cost a third of its CPU.
+        async for chunk in response.aiter_bytes():
+            received = time.monotonic()
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = orjson.loads(line)
+                kind, obj = event["type"], event["object"]
+                if kind == "ERROR":
+                    raise BenchError(f"The watch of {path} failed: {obj.get('message')}")
+                cursor.resource_version = obj["metadata"]["resourceVersion"]
+                if kind != "BOOKMARK":
+                    on_event(kind, obj, received)
 
 
 # -- figures -------------------------------------------------------------------------------

@@ -26,10 +26,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from kyai.devcluster._runtime import Launch
+from kyai_devcluster._runtime import Launch
 
 #: The bench's snapshot: five rows, four answered right (see opbench.objects.CAPITALS).
 SCORES = [1.0, 1.0, 0.0, 1.0, 1.0]
+
+
+#: Tries of the status PATCH (client-go retries a request 10 times).
+ATTEMPTS = 11
 
 
 def _option(args: list[str], name: str) -> str | None:
@@ -111,13 +115,14 @@ async def run(launch: Launch) -> int:
     server, headers = _credentials(launch.env)
     url = f"{server}/apis/kyai.io/v1alpha1/namespaces/{namespace}/evaluationruns/{name}/status"
     body = json.dumps({"status": status}).encode()
-    for attempt in range(5):
+    # A status PATCH is idempotent: sent again after a reset, as client-go's 10 retries.
+    for attempt in range(ATTEMPTS):
         try:
             await _patch(url, body, headers)
             return 0
         except OSError as exc:
-            if attempt == 4:
+            if attempt == ATTEMPTS - 1:
                 launch.termination_path.write_text(f"standin: cannot report to {url}: {exc}")
                 return 1
-            await asyncio.sleep(0.2 * (attempt + 1))
+            await asyncio.sleep(min(0.2 * 2**attempt, 5.0))
     return 1

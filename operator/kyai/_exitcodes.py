@@ -11,7 +11,7 @@ EXIT_USAGE = 2
 #: A server cannot be reached or is configured so that no request can succeed.
 EXIT_UNREACHABLE = 3
 #: A quality gate failed: --fail-under / --max-error-rate of ``kyai run`` / ``kyai judge``,
-#: --threshold of ``kyai lm-eval``.
+#: --threshold of ``kyai lm-eval``, --non-inferiority of ``kyai compare``.
 EXIT_GATE_FAILED = 4
 #: Interrupted (SIGINT, Ctrl-C): 128 + 2, as shells report it.
 EXIT_INTERRUPTED = 130
@@ -22,7 +22,8 @@ MEANINGS: dict[int, str] = {
     EXIT_FAILURE: "an unexpected failure",
     EXIT_USAGE: "bad input: a flag, a file, a run directory",
     EXIT_UNREACHABLE: "a server cannot be reached or is configured so that no request can succeed",
-    EXIT_GATE_FAILED: "a quality gate failed (--fail-under, --max-error-rate, --threshold)",
+    EXIT_GATE_FAILED: "a quality gate failed (--fail-under, --max-error-rate, --threshold, "
+    "--non-inferiority)",
     EXIT_INTERRUPTED: "interrupted (SIGINT, Ctrl-C)",
 }
 
@@ -44,7 +45,18 @@ COMMAND_CODES: dict[str, tuple[int, ...]] = {
         EXIT_GATE_FAILED,
         EXIT_INTERRUPTED,
     ),
-    "lm-eval": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_GATE_FAILED, EXIT_INTERRUPTED),
+    "lm-eval": (
+        EXIT_OK,
+        EXIT_FAILURE,
+        EXIT_USAGE,
+        EXIT_UNREACHABLE,
+        EXIT_GATE_FAILED,
+        EXIT_INTERRUPTED,
+    ),
+    # Serves until SIGTERM/SIGINT (then 0); bad settings are 2.
+    "judge-gateway": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE),
+    # Reads files only: no server to reach.
+    "compare": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_GATE_FAILED, EXIT_INTERRUPTED),
 }
 _DEFAULT_CODES = (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED)
 

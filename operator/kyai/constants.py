@@ -13,6 +13,7 @@ KINDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "Workload": ("workloads", "workload", ("wl",)),
     "Snapshot": ("snapshots", "snapshot", ("snap",)),
     "EvaluationRun": ("evaluationruns", "evaluationrun", ("er",)),
+    "EvaluationSweep": ("evaluationsweeps", "evaluationsweep", ("esw", "sweep")),
 }
 
 #: The category ``kubectl get kyai`` lists.
@@ -28,10 +29,23 @@ LABEL_WORKLOAD = f"{GROUP}/workload"
 LABEL_RUN = f"{GROUP}/evaluation-run"
 LABEL_SNAPSHOT = f"{GROUP}/snapshot"
 LABEL_PHASE = f"{GROUP}/phase"
+#: On an EvaluationSweep's runs, derived Workloads and table ConfigMap: the sweep's name.
+LABEL_SWEEP = f"{GROUP}/sweep"
+#: On a sweep's run: the hash of its cell (workload, engine-args set, snapshot).
+LABEL_SWEEP_CELL = f"{GROUP}/sweep-cell"
+#: On a sweep's derived Workload (and its runs): the hash of (workload, engine-args set).
+LABEL_SWEEP_VARIANT = f"{GROUP}/sweep-variant"
 
 #: Annotation keys.
 ANNOTATION_ENGINE_ARGS_HASH = f"{GROUP}/engine-args-hash"
 ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
+#: On a sweep's run and derived Workload: the names its cell is made of (label values may
+#: be cut; these are whole).
+ANNOTATION_SWEEP_WORKLOAD = f"{GROUP}/sweep-workload"
+ANNOTATION_SWEEP_ENGINE_ARGS_SET = f"{GROUP}/sweep-engine-args-set"
+ANNOTATION_SWEEP_SNAPSHOT = f"{GROUP}/sweep-snapshot"
+#: On a sweep's run: the hash of the spec.run block it was made from.
+ANNOTATION_SWEEP_RUN_HASH = f"{GROUP}/sweep-run-hash"
 
 #: The finalizer and the prefix kopf uses for its own bookkeeping annotations.
 FINALIZER = f"{GROUP}/finalizer"
@@ -49,3 +63,11 @@ ENGINE_PORT = 8000
 #: The environment variable telling ``kyai generate/judge`` where to write its final error
 #: (a worker container's ``terminationMessagePath``; Kubernetes keeps at most 4096 bytes).
 TERMINATION_MESSAGE_ENV = "KYAI_TERMINATION_MESSAGE_PATH"
+
+#: The audience of the projected ServiceAccount token a judge pod shows the judge gateway
+#: (a token for the API server is refused there, and this one is useless against the API
+#: server).
+JUDGE_GATEWAY_AUDIENCE = "kyai-judge-gateway"
+
+#: The shortest lifetime the API server issues a projected ServiceAccount token for (seconds).
+MIN_PROJECTED_TOKEN_SECONDS = 600

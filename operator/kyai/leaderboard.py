@@ -1,9 +1,25 @@
-"""``kyai leaderboard``: succeeded runs ranked as KYAI ranks them, one ranking per comparison key.
+"""``kyai leaderboard``: succeeded runs ranked per comparison key, with ranks that mean something.
 
-KYAI ranks by average score (descending), then by mean latency (ascending), and never ranks
-across comparison keys: two results are comparable only when dataset version, prompts, judge
-and scoring settings are equal, which is what the key hashes. The runs come from the cluster
-(EvaluationRuns of the kubeconfig's cluster) or from ``summary.json`` files (``--from``).
+Results are never ranked across comparison keys: two results are comparable only when dataset
+version, prompts, judge and scoring settings are equal, which is what the key hashes. Within a
+key, the rank is tie-aware (:func:`kyai.stats.ranks`): every pair of runs is compared on its
+per-question scores (exact McNemar for 0/1 scores, else the paired t-test), Holm–Bonferroni
+over all pairs at α = 0.05, and ``rank = 1 +`` the number of runs significantly better; runs
+that no test separates share a rank (1, 1, 3 …) and are listed by average score (descending),
+then mean latency (ascending), as KYAI orders them. Each entry shows the 95 % interval of its
+score (Wilson for 0/1 scores, else t).
+
+A rank needs the run's per-question scores: ``summary.json``'s ``scores`` (``--from``) or the
+EvaluationRun's ``status.scores`` (up to 1,000 questions) or ``status.scoresPacked`` (above;
+:mod:`kyai.api.scores`, the one reader). A run without them gets no rank (``n/a`` in the table,
+``"rank": null`` and ``rank_unavailable`` saying why in JSON), takes no part in the others'
+comparisons, shows the interval its summary or status holds if any, and is listed after the
+ranked runs. The same scores give the same ranks from the cluster and from the files. Runs of
+one key whose rows differ (counts, dataset sha256, or row ids in their ``judgements.jsonl``)
+are refused with exit status 2, never ranked.
+
+The runs come from the cluster (EvaluationRuns of the kubeconfig's cluster) or from
+``summary.json`` files (``--from``).
 """
 
 from __future__ import annotations
@@ -13,12 +29,17 @@ import json
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kyai._exitcodes import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+from kyai.results import ResultsError
+
+if TYPE_CHECKING:
+    from kyai.api import EvaluationRunStatus
+    from kyai.stats import Interval
 
 FORMATS = ("table", "json", "markdown")
 
@@ -32,7 +53,11 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("FRAMEWORK", "framework"),
     ("ENGINE-ARGS", "engine_args_set"),
     ("SCORE", "avg_score"),
+    ("95%-INTERVAL", "interval"),
     ("LATENCY-MS", "avg_latency_ms"),
+    ("TTFT-P50-MS", "ttft_p50_ms"),
+    ("TOK/S", "output_tokens_per_second"),
+    ("PARETO", "pareto"),
     ("ERRORS", "errors"),
     ("AGE", "age"),
 )
@@ -55,6 +80,47 @@ class Entry:
     error_count: int
     questions: int | None
     completed_at: str | None
+    #: Median time to first token of the generation phase (ms); None when not measured.
+    ttft_p50_ms: float | None = None
+    #: Output tokens per second the engine delivered in the generation phase; None: unknown.
+    output_tokens_per_second: float | None = None
+    #: Per-question scores in row order (what ranks are computed from); None when unknown.
+    scores: tuple[float, ...] | None = field(default=None, repr=False, compare=False)
+    #: The row ids of those scores in row order (from judgements.jsonl); None when unknown.
+    row_ids: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    #: The score's interval as the summary or status holds it (used without ``scores``).
+    stored_interval: Interval | None = field(default=None, compare=False)
+    #: Where the entry comes from (a summary.json, or namespace/name), for messages.
+    source: str = field(default="", compare=False)
+    #: The sha256 of the dataset the scores are of (the rows' identity); None when unknown.
+    dataset_sha256: str | None = field(default=None, repr=False, compare=False)
+    #: Why ``scores`` is None, when known (its rank's ``rank_unavailable``).
+    scores_unavailable: str | None = field(default=None, repr=False, compare=False)
+
+
+#: Entry fields kept out of the outputs.
+_INTERNAL = frozenset(
+    {"scores", "row_ids", "stored_interval", "source", "dataset_sha256", "scores_unavailable"}
+)
+
+#: How ranks are decided, as the JSON output and the table's footer say.
+RANKING_METHOD = (
+    "pairwise paired tests on per-question scores (McNemar exact for 0/1 scores, else paired t), "
+    "Holm-Bonferroni over all pairs; rank = 1 + the number of runs significantly better"
+)
+NO_SCORES = "no per-question scores (summary.json 'scores', status.scores or status.scoresPacked)"
+
+
+@dataclass(frozen=True)
+class Place:
+    """An entry's place on its board: its rank (None: unavailable, and why) and interval."""
+
+    entry: Entry
+    rank: int | None
+    interval: Interval | None
+    rank_unavailable: str | None = None
+    #: On the score/TTFT Pareto front of its key (None: its TTFT p50 is unknown).
+    pareto: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -63,7 +129,13 @@ class Board:
 
     comparison_key: str
     dataset: str
-    entries: tuple[Entry, ...]
+    places: tuple[Place, ...]
+    alpha: float = 0.05
+
+    @property
+    def entries(self) -> tuple[Entry, ...]:
+        """The entries in the board's order."""
+        return tuple(place.entry for place in self.places)
 
 
 def rank_key(entry: Entry) -> tuple[float, float, str, str]:
@@ -72,16 +144,103 @@ def rank_key(entry: Entry) -> tuple[float, float, str, str]:
     return (-entry.avg_score, latency, entry.namespace, entry.run)
 
 
-def rank(entries: Iterable[Entry]) -> list[Board]:
-    """One board per comparison key, each ranked; boards ordered by dataset then key."""
+def rank(entries: Iterable[Entry], *, alpha: float = 0.05) -> list[Board]:
+    """One board per comparison key, each ranked; boards ordered by dataset then key.
+
+    Raises :class:`SummaryError` when runs of one key hold scores of different rows.
+    """
     groups: dict[str, list[Entry]] = {}
     for entry in entries:
         groups.setdefault(entry.comparison_key, []).append(entry)
-    boards = [
-        Board(key, members[0].dataset, tuple(sorted(members, key=rank_key)))
-        for key, members in groups.items()
-    ]
+    boards = [_board(key, members, alpha) for key, members in groups.items()]
     return sorted(boards, key=lambda board: (board.dataset, board.comparison_key))
+
+
+def _board(key: str, members: list[Entry], alpha: float) -> Board:
+    """Tie-aware ranks of the entries with scores; the others listed after them, unranked."""
+    from kyai.stats import StatsError, ranks, score_interval
+
+    scored = [entry for entry in members if entry.scores is not None]
+    _check_same_rows(key, scored)
+    try:
+        found: list[int | None] = list(ranks([e.scores or () for e in scored], alpha=alpha))
+        reason = None
+    except StatsError as exc:
+        found, reason = [None] * len(scored), f"no rank: {exc}"
+    places = []
+    for entry, position in zip(scored, found, strict=True):
+        try:
+            interval: Interval | None = score_interval(entry.scores or ())
+        except StatsError:
+            interval = entry.stored_interval
+        places.append(Place(entry, position, interval, reason))
+    places.sort(key=lambda place: (place.rank or math.inf, rank_key(place.entry)))
+    unscored = sorted((e for e in members if e.scores is None), key=rank_key)
+    places += [
+        Place(e, None, e.stored_interval, e.scores_unavailable or NO_SCORES) for e in unscored
+    ]
+    front = pareto_front([place.entry for place in places])
+    places = [replace(place, pareto=flag) for place, flag in zip(places, front, strict=True)]
+    return Board(key, members[0].dataset, tuple(places), alpha)
+
+
+def pareto_front(entries: Sequence[Entry]) -> list[bool | None]:
+    """Which entries are on the score / TTFT p50 Pareto front of their comparison key.
+
+    An entry is on the front when no other entry of the key has a higher-or-equal score and a
+    lower-or-equal TTFT p50 with one of the two strict (it is not dominated). An entry whose
+    TTFT p50 is unknown (not streamed, or summaries written before serving figures) is None;
+    it neither is on the front nor dominates.
+    """
+    known = [entry for entry in entries if entry.ttft_p50_ms is not None]
+
+    def dominated(entry: Entry) -> bool:
+        assert entry.ttft_p50_ms is not None
+        for other in known:
+            assert other.ttft_p50_ms is not None
+            better_or_equal = (
+                other.avg_score >= entry.avg_score and other.ttft_p50_ms <= entry.ttft_p50_ms
+            )
+            strict = other.avg_score > entry.avg_score or other.ttft_p50_ms < entry.ttft_p50_ms
+            if better_or_equal and strict:
+                return True
+        return False
+
+    return [None if entry.ttft_p50_ms is None else not dominated(entry) for entry in entries]
+
+
+def _check_same_rows(key: str, entries: Sequence[Entry]) -> None:
+    """Refuse to rank runs of one key whose per-question scores are not of the same rows."""
+    if not entries:
+        return
+    first = entries[0]
+    for other in entries[1:]:
+        assert first.scores is not None and other.scores is not None
+        if len(first.scores) != len(other.scores):
+            raise SummaryError(
+                f"comparison key {key}: {first.source or first.run} holds "
+                f"{len(first.scores)} per-question scores and {other.source or other.run} "
+                f"{len(other.scores)}; runs of one key must answer the same rows, so they are "
+                "not ranked"
+            )
+    with_sha = [entry for entry in entries if entry.dataset_sha256 is not None]
+    for other in with_sha[1:]:
+        if other.dataset_sha256 != with_sha[0].dataset_sha256:
+            raise SummaryError(
+                f"comparison key {key}: the dataset sha256 is {with_sha[0].dataset_sha256} in "
+                f"{with_sha[0].source} and {other.dataset_sha256} in {other.source}; runs of one "
+                "key must answer the same rows, so they are not ranked"
+            )
+    with_ids = [entry for entry in entries if entry.row_ids is not None]
+    for other in with_ids[1:]:
+        one, two = with_ids[0].row_ids or (), other.row_ids or ()
+        for index, (a, b) in enumerate(zip(one, two, strict=True)):
+            if a != b:
+                raise SummaryError(
+                    f"comparison key {key}: row {index} is row_id {a!r} in "
+                    f"{with_ids[0].source} and {b!r} in {other.source}; runs of one key must "
+                    "answer the same rows, so they are not ranked"
+                )
 
 
 # -- sources ------------------------------------------------------------------------------------
@@ -93,7 +252,7 @@ def entry_from_run(
     """A succeeded EvaluationRun as an entry; None for a run that has no score (yet)."""
     from pydantic import ValidationError
 
-    from kyai.api import EvaluationRunStatus
+    from kyai.api import EvaluationRunStatus, ScoresError
 
     meta = run.get("metadata") or {}
     try:
@@ -103,7 +262,16 @@ def entry_from_run(
     if status.phase != "Succeeded" or status.avg_score is None or not status.comparison_key:
         return None
     namespace = str(meta.get("namespace", ""))
-    workload = str(((run.get("spec") or {}).get("workloadRef") or {}).get("name", ""))
+    # What the run scored: a re-judge names no Workload, its status names its source's.
+    named = ((run.get("spec") or {}).get("workloadRef") or {}).get("name", "")
+    workload = status.workload or str(named)
+    where = f"EvaluationRun {namespace}/{meta.get('name', '')}"
+    scores: tuple[float, ...] | None = None
+    unavailable = None
+    try:
+        scores = status.question_scores(where=where)
+    except ScoresError as exc:
+        unavailable = str(exc)
     return Entry(
         namespace=namespace,
         run=str(meta.get("name", "")),
@@ -118,23 +286,44 @@ def entry_from_run(
         error_count=status.error_count or 0,
         questions=status.questions,
         completed_at=status.completed_at,
+        ttft_p50_ms=_status_serving(status)[0],
+        output_tokens_per_second=_status_serving(status)[1],
+        scores=scores,
+        stored_interval=_status_interval(status, where),
+        source=where,
+        dataset_sha256=status.dataset_sha256,
+        scores_unavailable=unavailable,
     )
 
 
-class SummaryError(ValueError):
-    """A summary.json that cannot be read; the message names the file and the field."""
+def _status_interval(status: EvaluationRunStatus, where: str) -> Interval | None:
+    """The interval a run's status holds (``status.avgScoreInterval``; None without one)."""
+    from kyai.stats import Interval, StatsError
+
+    value = status.avg_score_interval
+    if value is None:
+        return None
+    try:
+        return Interval.from_mapping(value.model_dump(), where=f"{where}: status.avgScoreInterval")
+    except StatsError:
+        return None
+
+
+class SummaryError(ResultsError):
+    """A summary.json that cannot be read, or runs of one key that hold different rows."""
 
 
 def entry_from_summary(path: Path) -> Entry:
-    """A ``summary.json`` (``kyai run``/``kyai judge``) as an entry named after its folder."""
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SummaryError(f"{path}: not a readable JSON file: {exc}") from exc
-    if not isinstance(summary, dict):
-        raise SummaryError(f"{path}: expected a JSON object")
+    """A ``summary.json`` (``kyai run``/``kyai judge``) as an entry named after its folder.
 
-    def field(name: str, kinds: type | tuple[type, ...], *, required: bool = True) -> Any:
+    Its ``scores`` and the row ids of the ``judgements.jsonl`` beside it (when there is one)
+    are what the entry's rank is computed from.
+    """
+    from kyai.results import judgements_path, read_row_ids, read_summary, scores_of
+
+    summary = read_summary(path)
+
+    def value_of(name: str, kinds: type | tuple[type, ...], *, required: bool = True) -> Any:
         value = summary.get(name)
         if value is None and not required:
             return None
@@ -142,6 +331,11 @@ def entry_from_summary(path: Path) -> Entry:
             raise SummaryError(f"{path}: field {name!r} is missing or not a {kinds}")
         return value
 
+    key = value_of("comparison_key", str)
+    avg_score = float(value_of("avg_score", (int, float)))
+    scores = scores_of(summary, path)
+    rows = judgements_path(path, summary) if scores is not None else None
+    serving = _summary_serving(summary, path)
     return Entry(
         namespace="",
         run=path.parent.name,
@@ -150,13 +344,62 @@ def entry_from_summary(path: Path) -> Entry:
         framework="",
         engine_args_set="",
         dataset=str(summary.get("dataset") or ""),
-        comparison_key=field("comparison_key", str),
-        avg_score=float(field("avg_score", (int, float))),
-        avg_latency_ms=field("avg_latency_ms", (int, float), required=False),
-        error_count=int(field("error_count", int, required=False) or 0),
-        questions=field("count", int, required=False),
+        comparison_key=key,
+        avg_score=avg_score,
+        avg_latency_ms=value_of("avg_latency_ms", (int, float), required=False),
+        error_count=int(value_of("error_count", int, required=False) or 0),
+        questions=value_of("count", int, required=False),
         completed_at=summary.get("finished_at"),
+        ttft_p50_ms=serving[0],
+        output_tokens_per_second=serving[1],
+        scores=scores,
+        row_ids=None if rows is None or scores is None else read_row_ids(rows, len(scores)),
+        stored_interval=_summary_interval(summary, path),
+        source=str(path),
+        dataset_sha256=sha if isinstance(sha := summary.get("dataset_sha256"), str) else None,
     )
+
+
+def _summary_serving(summary: Mapping[str, Any], path: Path) -> tuple[float | None, float | None]:
+    """TTFT p50 and output tokens/s of a summary's ``serving`` block (None when absent)."""
+    serving = summary.get("serving")
+    if serving is None:
+        return None, None
+    if not isinstance(serving, Mapping):
+        raise SummaryError(f"{path}: field 'serving' is not a JSON object")
+    ttft = serving.get("ttft_ms")
+    values = {
+        "ttft_p50_ms": ttft.get("p50") if isinstance(ttft, Mapping) else None,
+        "output_tokens_per_second": serving.get("output_tokens_per_second"),
+    }
+    for name, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise SummaryError(f"{path}: serving's {name} is not a number")
+    ttft_p50, rate = (None if value is None else float(value) for value in values.values())
+    return ttft_p50, rate
+
+
+def _status_serving(status: EvaluationRunStatus) -> tuple[float | None, float | None]:
+    """TTFT p50 and output tokens/s of a run's ``status.serving`` (None when absent)."""
+    serving = status.serving
+    if serving is None:
+        return None, None
+    return serving.ttft_p50_ms, serving.output_tokens_per_second
+
+
+def _summary_interval(summary: Mapping[str, Any], path: Path) -> Interval | None:
+    """The ``avg_score_interval`` a summary.json holds (None in summaries written before it)."""
+    from kyai.stats import Interval, StatsError
+
+    stored = summary.get("avg_score_interval")
+    if stored is None:
+        return None
+    if not isinstance(stored, Mapping):
+        raise SummaryError(f"{path}: field 'avg_score_interval' is not a JSON object")
+    try:
+        return Interval.from_mapping(stored, where=f"{path}: avg_score_interval")
+    except StatsError as exc:
+        raise SummaryError(str(exc)) from exc
 
 
 def summaries(paths: Sequence[Path]) -> list[Path]:
@@ -176,12 +419,13 @@ def cluster_entries(namespace: str | None, *, all_namespaces: bool) -> list[Entr
     """The succeeded EvaluationRuns of the kubeconfig's cluster (or the pod's)."""
     from kubernetes import client, config
 
+    from kyai._kubeconfig import list_kube_config_contexts, load_kube_config
     from kyai.constants import GROUP, VERSION
 
     try:
-        config.load_kube_config()
+        load_kube_config()
         if namespace is None and not all_namespaces:
-            _, current = config.list_kube_config_contexts()
+            _, current = list_kube_config_contexts()
             namespace = (current or {}).get("context", {}).get("namespace") or "default"
     except config.ConfigException:
         config.load_incluster_config()
@@ -229,16 +473,34 @@ def age(completed_at: str | None, now: datetime) -> str:
     return f"{seconds}s"
 
 
+def public_fields(entry: Entry) -> dict[str, Any]:
+    """The entry's fields as the outputs show them (not its scores and row ids)."""
+    return {f.name: getattr(entry, f.name) for f in fields(entry) if f.name not in _INTERNAL}
+
+
+def _interval_cell(interval: Interval | None) -> str:
+    if interval is None:
+        return "-"
+    return f"{interval.low:.4f}-{interval.high:.4f} {interval.method}"
+
+
 def _cells(board: Board, now: datetime) -> list[list[str]]:
     rows = []
-    for position, entry in enumerate(board.entries, start=1):
+    for place in board.places:
+        entry = place.entry
         values = {
-            **{key: str(value) for key, value in asdict(entry).items()},
-            "rank": str(position),
+            **{key: str(value) for key, value in public_fields(entry).items()},
+            "rank": "n/a" if place.rank is None else str(place.rank),
+            "interval": _interval_cell(place.interval),
             "avg_score": f"{entry.avg_score:.4f}",
             "avg_latency_ms": "-"
             if entry.avg_latency_ms is None
             else f"{entry.avg_latency_ms:.1f}",
+            "ttft_p50_ms": "-" if entry.ttft_p50_ms is None else f"{entry.ttft_p50_ms:.1f}",
+            "output_tokens_per_second": "-"
+            if entry.output_tokens_per_second is None
+            else f"{entry.output_tokens_per_second:.1f}",
+            "pareto": {True: "*", False: "", None: "-"}[place.pareto],
             "errors": str(entry.error_count)
             + ("" if entry.questions is None else f"/{entry.questions}"),
             "age": age(entry.completed_at, now),
@@ -247,24 +509,45 @@ def _cells(board: Board, now: datetime) -> list[list[str]]:
     return rows
 
 
+def _place_json(place: Place) -> dict[str, Any]:
+    return {
+        "rank": place.rank,
+        "rank_unavailable": place.rank_unavailable,
+        **public_fields(place.entry),
+        "pareto": place.pareto,
+        "avg_score_interval": None if place.interval is None else place.interval.as_dict(),
+    }
+
+
 def render_json(boards: Sequence[Board]) -> str:
-    """``{"boards": [{comparison_key, dataset, entries: [{rank, ...}]}]}``."""
+    """``{"boards": [{comparison_key, dataset, ranking, entries: [{rank, ...}]}]}``."""
     return json.dumps(
         {
             "boards": [
                 {
                     "comparison_key": board.comparison_key,
                     "dataset": board.dataset,
-                    "entries": [
-                        {"rank": position, **asdict(entry)}
-                        for position, entry in enumerate(board.entries, start=1)
-                    ],
+                    "ranking": {"method": RANKING_METHOD, "alpha": board.alpha},
+                    "entries": [_place_json(place) for place in board.places],
                 }
                 for board in boards
             ]
         },
         indent=2,
     )
+
+
+def footer(board: Board) -> list[str]:
+    """What RANK and the interval mean, under each table."""
+    lines = [
+        f"RANK: {RANKING_METHOD} (alpha {board.alpha:g}); equal ranks: no test separates them.",
+        "95%-INTERVAL: the score's 95 % interval (Wilson for 0/1 scores, else t).",
+        "PARETO: * on the score / TTFT-P50 front of this key (no other run has a higher-or-equal "
+        "score and a lower-or-equal TTFT p50, one of them strict); - TTFT unknown.",
+    ]
+    reasons = {p.rank_unavailable for p in board.places if p.rank is None and p.rank_unavailable}
+    lines += [f"n/a: {reason}." for reason in sorted(filter(None, reasons))]
+    return lines
 
 
 def render_table(boards: Sequence[Board], now: datetime) -> str:
@@ -281,6 +564,7 @@ def render_table(boards: Sequence[Board], now: datetime) -> str:
                     cell.ljust(width) for cell, width in zip(row, widths, strict=True)
                 ).rstrip()
             )
+        lines += footer(board)
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
@@ -300,6 +584,8 @@ def render_markdown(boards: Sequence[Board], now: datetime) -> str:
         ]
         for row in _cells(board, now):
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+        for line in footer(board):
+            lines += ["", line]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
@@ -311,11 +597,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the ``leaderboard`` sub-command."""
     parser = subparsers.add_parser(
         "leaderboard",
-        help="rank succeeded runs by score, then latency, per comparison key",
+        help="rank succeeded runs per comparison key (ties where no test separates them)",
         description="Rank the succeeded EvaluationRuns of the cluster (kubeconfig as kubectl "
-        "reads it) or the summary.json files of --from: by avg score descending, then mean "
-        "latency ascending, one ranking per comparison key (results with different keys are "
-        "never ranked against each other).",
+        "reads it) or the summary.json files of --from, one ranking per comparison key "
+        "(results with different keys are never ranked against each other). A run's rank is "
+        "1 + the number of runs significantly better on the same questions (paired tests, "
+        "Holm-Bonferroni over all pairs at alpha 0.05): runs no test separates share a rank "
+        "and are listed by avg score descending, then mean latency ascending. Each score "
+        "shows its 95 % interval (Wilson for 0/1 scores, else t). A run without per-question "
+        "scores gets no rank (n/a) and is listed last.",
     )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
@@ -334,6 +624,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         type=Path,
         metavar="PATH",
         help="summary.json files, or directories searched for them, instead of the cluster",
+    )
+    parser.add_argument(
+        "--sweep",
+        metavar="NAME",
+        help="print this EvaluationSweep's ranked table instead (with -n; not with -A or --from)",
     )
     parser.add_argument("--dataset", metavar="D", help="only runs on this dataset")
     parser.add_argument(
@@ -358,19 +653,21 @@ def _select(entries: list[Entry], dataset: str | None, key: str | None) -> list[
 
 
 def _handle(args: argparse.Namespace) -> int:
+    if args.sweep is not None:
+        return _sweep(args)
     try:
         if args.sources is not None:
             entries = [entry_from_summary(path) for path in summaries(args.sources)]
         else:
             entries = _from_cluster(args)
         entries = _select(entries, args.dataset, args.key)
-    except SummaryError as exc:
+        boards = rank(entries)
+    except ResultsError as exc:
         print(f"kyai leaderboard: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except _Unreachable as exc:
         print(f"kyai leaderboard: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
-    boards = rank(entries)
     now = datetime.now(UTC)
     if args.output == "json":
         print(render_json(boards))
@@ -381,6 +678,26 @@ def _handle(args: argparse.Namespace) -> int:
     else:
         print(render_table(boards, now))
     return EXIT_OK
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    """``--sweep NAME``: the sweep's own table (:mod:`kyai.sweep_board`)."""
+    clash = [
+        flag
+        for flag, given in (
+            ("-A/--all-namespaces", args.all_namespaces),
+            ("--from", args.sources is not None),
+            ("--dataset", args.dataset is not None),
+            ("--key", args.key is not None),
+        )
+        if given
+    ]
+    if clash:
+        print(f"kyai leaderboard: --sweep does not go with {', '.join(clash)}", file=sys.stderr)
+        return EXIT_USAGE
+    from kyai.sweep_board import show
+
+    return show(args.namespace, args.sweep, args.output)
 
 
 class _Unreachable(Exception):

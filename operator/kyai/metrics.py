@@ -32,7 +32,8 @@ from prometheus_client.registry import Collector
 from pydantic import ValidationError
 
 from kyai import __version__
-from kyai.api import EvaluationRunStatus
+from kyai.api import EvaluationRunStatus, ServerServing, ServingStatus
+from kyai.api.evaluationsweep import EvaluationSweepStatus
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,52 @@ RUN_LABELS: tuple[str, ...] = (
 )
 
 
+#: The quantiles of the serving distributions, as label values, with their status statistic.
+QUANTILES: tuple[tuple[str, str], ...] = (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"))
+#: The serving distributions exported: (figure in status, family name part, what it is).
+SERVING_FIGURES: tuple[tuple[str, str, str], ...] = (
+    ("ttft", "ttft", "time to first token"),
+    ("tpot", "tpot", "time per output token after the first"),
+    ("e2e", "e2e", "end-to-end request latency"),
+)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A run's serving figures in base units (seconds), as its status holds them."""
+
+    #: (figure, quantile label) → seconds, measured by the client (the generation worker).
+    client: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    #: The same from the engine's own histograms (served Workloads).
+    server: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    output_tokens_per_second: float | None = None
+    gpu_seconds: float | None = None
+
+
+def _quantiles(figures: ServingStatus | ServerServing | None) -> dict[tuple[str, str], float]:
+    found: dict[tuple[str, str], float] = {}
+    if figures is None:
+        return found
+    for figure, _, _ in SERVING_FIGURES:
+        for quantile, statistic in QUANTILES:
+            value = getattr(figures, f"{figure}_{statistic}_ms")
+            if value is not None:
+                found[(figure, quantile)] = float(value) / 1000.0
+    return found
+
+
+def serving_view(serving: ServingStatus | None) -> Serving:
+    """The exported serving figures of ``status.serving`` (milliseconds to seconds)."""
+    if serving is None:
+        return Serving()
+    return Serving(
+        client=_quantiles(serving),
+        server=_quantiles(serving.server),
+        output_tokens_per_second=serving.output_tokens_per_second,
+        gpu_seconds=serving.gpu_seconds,
+    )
+
+
 @dataclass(frozen=True)
 class RunView:
     """What the metrics need of one EvaluationRun."""
@@ -62,6 +109,10 @@ class RunView:
     duration_seconds: float | None
     #: status.metrics of a succeeded run (kyai_evaluation_metric).
     metrics: Mapping[str, float] = field(default_factory=dict)
+    #: The interval of a succeeded run's score: (low, high, standard error).
+    interval: tuple[float, float, float] | None = None
+    #: A succeeded run's serving figures.
+    serving: Serving = field(default_factory=Serving)
 
 
 def _parse_time(value: str | None) -> datetime | None:
@@ -100,6 +151,7 @@ def run_view(body: Mapping[str, Any]) -> RunView:
         status.comparison_key or "",
     )
     succeeded = status.phase == "Succeeded"
+    interval = status.avg_score_interval if succeeded else None
     return RunView(
         labels=labels,
         phase=status.phase or "Pending",
@@ -109,6 +161,10 @@ def run_view(body: Mapping[str, Any]) -> RunView:
         errors=dict(status.errors or {}),
         duration_seconds=(completed - started).total_seconds() if started and completed else None,
         metrics=dict(status.metrics or {}) if succeeded else {},
+        interval=None
+        if interval is None
+        else (interval.low, interval.high, interval.standard_error),
+        serving=serving_view(status.serving if succeeded else None),
     )
 
 
@@ -134,6 +190,125 @@ def metric_family(runs: list[RunView]) -> GaugeMetricFamily:
         for key, value in sorted(run.metrics.items()):
             family.add_metric((*run.labels, *split_metric_key(key)), float(value))
     return family
+
+
+def run_families(runs: list[RunView]) -> Iterator[Metric]:
+    """Score, latency, questions, errors, duration and runs by phase."""
+    score = GaugeMetricFamily(
+        "kyai_evaluation_score",
+        "KYAI average score of a succeeded run (0..1; errors count 0).",
+        labels=RUN_LABELS,
+    )
+    latency_seconds = GaugeMetricFamily(
+        "kyai_evaluation_latency_seconds",
+        "Mean latency of the candidate's successful answers, in seconds.",
+        labels=RUN_LABELS,
+    )
+    latency = GaugeMetricFamily(
+        "kyai_evaluation_latency_ms",
+        "Deprecated: use kyai_evaluation_latency_seconds; removed in the next release. "
+        "Mean latency of the candidate's successful answers, in milliseconds.",
+        labels=RUN_LABELS,
+    )
+    questions = GaugeMetricFamily(
+        "kyai_evaluation_questions", "Questions in the run's snapshot.", labels=RUN_LABELS
+    )
+    errors = CounterMetricFamily(
+        "kyai_evaluation_errors",
+        "Questions scored 0 because of an error, by kind.",
+        labels=(*RUN_LABELS, "kind"),
+    )
+    duration = GaugeMetricFamily(
+        "kyai_evaluation_duration_seconds",
+        "Wall time of a finished run, from generation start to completion.",
+        labels=RUN_LABELS,
+    )
+    phases = GaugeMetricFamily(
+        "kyai_evaluation_runs",
+        "EvaluationRuns by namespace and phase.",
+        labels=("namespace", "phase"),
+    )
+    counts: dict[tuple[str, str], int] = {}
+    for run in runs:
+        counts[(run.labels[0], run.phase)] = counts.get((run.labels[0], run.phase), 0) + 1
+        if run.avg_score is not None:
+            score.add_metric(run.labels, float(run.avg_score))
+        if run.avg_latency_ms is not None:
+            latency.add_metric(run.labels, float(run.avg_latency_ms))
+            latency_seconds.add_metric(run.labels, float(run.avg_latency_ms) / 1000.0)
+        if run.questions is not None:
+            questions.add_metric(run.labels, float(run.questions))
+        for kind, count in sorted(run.errors.items()):
+            errors.add_metric((*run.labels, kind), float(count))
+        if run.duration_seconds is not None:
+            duration.add_metric(run.labels, run.duration_seconds)
+    for (namespace, phase), count in sorted(counts.items()):
+        phases.add_metric((namespace, phase), float(count))
+    yield from (score, latency_seconds, latency, questions, errors, duration, phases)
+
+
+# -- the score's interval (issue 21) and the serving figures (issue 22) -------------------------
+
+
+def interval_families(runs: list[RunView]) -> Iterator[Metric]:
+    """``kyai_evaluation_score_interval{bound}`` and ``kyai_evaluation_score_standard_error``."""
+    bounds = GaugeMetricFamily(
+        "kyai_evaluation_score_interval",
+        "The 95 % interval of a succeeded run's score (Wilson for 0/1 scores, else t): its "
+        "low and high bound.",
+        labels=(*RUN_LABELS, "bound"),
+    )
+    standard_error = GaugeMetricFamily(
+        "kyai_evaluation_score_standard_error",
+        "The standard error of a succeeded run's score (sd/sqrt(n) of its per-question scores).",
+        labels=RUN_LABELS,
+    )
+    for run in runs:
+        if run.interval is None:
+            continue
+        low, high, error = run.interval
+        bounds.add_metric((*run.labels, "low"), low)
+        bounds.add_metric((*run.labels, "high"), high)
+        standard_error.add_metric(run.labels, error)
+    yield from (bounds, standard_error)
+
+
+def serving_families(runs: list[RunView]) -> Iterator[Metric]:
+    """TTFT, TPOT and E2E quantiles (client and engine), output tokens/s, GPU-seconds."""
+    for source, prefix, who in (
+        ("client", "kyai_evaluation", "measured by the run's client"),
+        ("server", "kyai_evaluation_server", "from the serving engine's own histograms"),
+    ):
+        for figure, name, what in SERVING_FIGURES:
+            family = GaugeMetricFamily(
+                f"{prefix}_{name}_seconds",
+                f"Quantiles of the {what} in a succeeded run's generation phase, {who} (seconds).",
+                labels=(*RUN_LABELS, "quantile"),
+            )
+            for run in runs:
+                figures = run.serving.client if source == "client" else run.serving.server
+                for quantile, _ in QUANTILES:
+                    value = figures.get((figure, quantile))
+                    if value is not None:
+                        family.add_metric((*run.labels, quantile), value)
+            yield family
+    rate = GaugeMetricFamily(
+        "kyai_evaluation_output_tokens_per_second",
+        "Output tokens per second of a succeeded run's generation phase (all answers' tokens "
+        "over the phase's wall time).",
+        labels=RUN_LABELS,
+    )
+    gpu = GaugeMetricFamily(
+        "kyai_evaluation_gpu_seconds",
+        "GPUs of the served Workload times the wall time of a succeeded run's generation phase.",
+        labels=RUN_LABELS,
+    )
+    for run in runs:
+        if run.serving.output_tokens_per_second is not None:
+            rate.add_metric(run.labels, run.serving.output_tokens_per_second)
+        if run.serving.gpu_seconds is not None:
+            gpu.add_metric(run.labels, run.serving.gpu_seconds)
+    yield from (rate, gpu)
 
 
 class RunMetrics(Collector):
@@ -208,64 +383,17 @@ class RunMetrics(Collector):
                 if not isinstance(seen, RunView):
                     self._runs[key] = run_view(seen)
             runs = [view for view in self._runs.values() if isinstance(view, RunView)]
-        score = GaugeMetricFamily(
-            "kyai_evaluation_score",
-            "KYAI average score of a succeeded run (0..1; errors count 0).",
-            labels=RUN_LABELS,
-        )
         build = GaugeMetricFamily(
             "kyai_operator_build_info",
             "The operator's version and Python (always 1).",
             labels=("version", "python_version"),
         )
         build.add_metric((__version__, platform.python_version()), 1.0)
-        latency_seconds = GaugeMetricFamily(
-            "kyai_evaluation_latency_seconds",
-            "Mean latency of the candidate's successful answers, in seconds.",
-            labels=RUN_LABELS,
-        )
-        latency = GaugeMetricFamily(
-            "kyai_evaluation_latency_ms",
-            "Deprecated: use kyai_evaluation_latency_seconds; removed in the next release. "
-            "Mean latency of the candidate's successful answers, in milliseconds.",
-            labels=RUN_LABELS,
-        )
-        questions = GaugeMetricFamily(
-            "kyai_evaluation_questions", "Questions in the run's snapshot.", labels=RUN_LABELS
-        )
-        errors = CounterMetricFamily(
-            "kyai_evaluation_errors",
-            "Questions scored 0 because of an error, by kind.",
-            labels=(*RUN_LABELS, "kind"),
-        )
-        duration = GaugeMetricFamily(
-            "kyai_evaluation_duration_seconds",
-            "Wall time of a finished run, from generation start to completion.",
-            labels=RUN_LABELS,
-        )
-        phases = GaugeMetricFamily(
-            "kyai_evaluation_runs",
-            "EvaluationRuns by namespace and phase.",
-            labels=("namespace", "phase"),
-        )
-        counts: dict[tuple[str, str], int] = {}
-        for run in runs:
-            counts[(run.labels[0], run.phase)] = counts.get((run.labels[0], run.phase), 0) + 1
-            if run.avg_score is not None:
-                score.add_metric(run.labels, float(run.avg_score))
-            if run.avg_latency_ms is not None:
-                latency.add_metric(run.labels, float(run.avg_latency_ms))
-                latency_seconds.add_metric(run.labels, float(run.avg_latency_ms) / 1000.0)
-            if run.questions is not None:
-                questions.add_metric(run.labels, float(run.questions))
-            for kind, count in sorted(run.errors.items()):
-                errors.add_metric((*run.labels, kind), float(count))
-            if run.duration_seconds is not None:
-                duration.add_metric(run.labels, run.duration_seconds)
-        for (namespace, phase), count in sorted(counts.items()):
-            phases.add_metric((namespace, phase), float(count))
-        yield from (build, score, latency_seconds, latency, questions, errors, duration, phases)
+        yield build
+        yield from run_families(runs)
         yield metric_family(runs)
+        yield from interval_families(runs)
+        yield from serving_families(runs)
 
     def serve(self, port: int, *, address: str = "0.0.0.0") -> None:
         """Serve /metrics on ``port`` from a background thread.
@@ -279,3 +407,73 @@ class RunMetrics(Collector):
             raise OSError(
                 exc.errno, f"cannot listen on {address}:{port} (/metrics): {exc.strerror}"
             ) from exc
+
+
+# -- kyai_sweep_cells: EvaluationSweeps (issue 23) --------------------------------------------
+
+#: The cell states of ``kyai_sweep_cells{phase}``, as status.cells counts them.
+SWEEP_CELL_PHASES: tuple[tuple[str, str], ...] = (
+    ("Pending", "pending"),
+    ("Running", "running"),
+    ("Succeeded", "succeeded"),
+    ("Failed", "failed"),
+)
+
+
+def sweep_cells(body: Mapping[str, Any]) -> tuple[tuple[str, str], dict[str, int]]:
+    """((namespace, sweep), cells by phase) of an EvaluationSweep, from its status.cells.
+
+    An unreadable status counts no cells (logged).
+    """
+    meta = body.get("metadata", {})
+    key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+    try:
+        cells = EvaluationSweepStatus.model_validate(body.get("status") or {}).cells
+    except ValidationError as exc:
+        log.warning("Unreadable status of an EvaluationSweep, metrics left out: %s", exc)
+        cells = None
+    counts = {phase: getattr(cells, field) if cells else 0 for phase, field in SWEEP_CELL_PHASES}
+    return key, counts
+
+
+def sweep_cells_family(sweeps: Mapping[tuple[str, str], Mapping[str, int]]) -> GaugeMetricFamily:
+    """``kyai_sweep_cells{namespace, sweep, phase}``: four series per sweep (bounded)."""
+    family = GaugeMetricFamily(
+        "kyai_sweep_cells",
+        "Cells of an EvaluationSweep by phase (Pending: no run yet; Running: run unfinished).",
+        labels=("namespace", "sweep", "phase"),
+    )
+    for (namespace, name), counts in sorted(sweeps.items()):
+        for phase, _ in SWEEP_CELL_PHASES:
+            family.add_metric((namespace, name, phase), float(counts.get(phase, 0)))
+    return family
+
+
+class SweepMetrics(Collector):
+    """``kyai_sweep_cells`` from the sweeps the operator sees.
+
+    Register it on the operator's registry: ``SweepMetrics(registry=run_metrics.registry)``.
+    """
+
+    def __init__(self, *, registry: CollectorRegistry | None = None) -> None:
+        self._sweeps: dict[tuple[str, str], dict[str, int]] = {}
+        self._lock = threading.Lock()
+        if registry is not None:
+            registry.register(self)
+
+    def observe(self, body: Mapping[str, Any]) -> None:
+        """Record a sweep's current cell counts."""
+        key, counts = sweep_cells(body)
+        with self._lock:
+            self._sweeps[key] = counts
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop a deleted sweep's series."""
+        with self._lock:
+            self._sweeps.pop((namespace, name), None)
+
+    def collect(self) -> Iterator[Metric]:
+        """The family, at scrape time."""
+        with self._lock:
+            sweeps = dict(self._sweeps)
+        yield sweep_cells_family(sweeps)

@@ -6,14 +6,17 @@ Helm chart sets them from its values) and the most common ones from ``kyai opera
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kyai import __version__
+from kyai._env import comma_separated, ip_address, json_object
+from kyai.constants import JUDGE_GATEWAY_AUDIENCE, MIN_PROJECTED_TOKEN_SECONDS
 from kyai.engines import ENGINES
+from kyai.label_selector import LabelSelector
 
 #: The project's own image: evaluation Jobs run it.
 DEFAULT_WORKER_IMAGE = f"ghcr.io/kyai-io/kyai-operator:{__version__}"
@@ -48,14 +51,38 @@ class OperatorSettings(BaseModel):
     """Default image per framework (every registered engine; ``<framework>_image`` keys, as
     the environment's ``KYAI_<FRAMEWORK>_IMAGE``, override one)."""
     default_judge_endpoint: str | None = None
-    """The platform judge's OpenAI-compatible base URL, used when a run names no judge."""
+    """The platform judge's OpenAI-compatible base URL, used when a run names no judge (and no
+    gateway is set: with ``default_judge_gateway`` the workers call the gateway instead)."""
     default_judge_model: str | None = None
     """The platform judge's model."""
+    default_judge_gateway: str | None = None
+    """The judge gateway's base URL as judge workers reach it
+    (``http://<release>-judge-gateway.<namespace>.svc:<port>/v1``; the chart sets it whenever
+    the gateway runs). Set: a run that names no judge calls the gateway with its pod's
+    projected ServiceAccount token, and the platform's key never leaves the operator's
+    namespace. Not set: the default judge is called directly, with a key Secret of the run's
+    own namespace only (see ``default_judge_secret_namespace``)."""
+    default_judge_gateway_audience: str = Field(default=JUDGE_GATEWAY_AUDIENCE, min_length=1)
+    """The audience of the projected token a judge pod shows the gateway (the gateway's own
+    ``audience`` setting; the chart's ``gateway.audience``)."""
+    default_judge_gateway_token_seconds: int = Field(
+        default=MIN_PROJECTED_TOKEN_SECONDS, ge=MIN_PROJECTED_TOKEN_SECONDS, le=86_400
+    )
+    """The lifetime of that token (``expirationSeconds``; the kubelet replaces it at 80 % of
+    it, and the worker reads the file again when it changed). The API server issues no
+    shorter one than 600 s."""
+    default_judge_namespace_selector: LabelSelector = Field(default_factory=LabelSelector)
+    """The namespaces whose runs may use the default judge: a Kubernetes label selector on
+    namespaces (JSON ``{"matchLabels": {...}, "matchExpressions": [...]}``; the chart's
+    ``defaultJudge.namespaceSelector``). Empty: every namespace. A run elsewhere that names no
+    judge is Stalled (``DefaultJudgeNotAllowed``) until its namespace is labelled."""
     default_judge_secret_namespace: str | None = None
-    """Namespace of the Secret holding the platform judge's API key (the operator copies
-    the key into each run's namespace as an owned Secret)."""
+    """Namespace of the Secret holding the platform judge's API key when no gateway is set
+    (None: each run's own namespace). The operator never copies a key into a tenant's
+    namespace: a run of another namespace that names no judge is Stalled
+    (``DefaultJudgeNeedsGateway``) until the gateway is set."""
     default_judge_secret_name: str | None = None
-    """Name of the Secret holding the platform judge's API key."""
+    """Name of the Secret holding the platform judge's API key (without a gateway)."""
     default_judge_secret_key: str = "api-key"
     """Key within that Secret."""
     metrics_port: int = Field(default=8080, ge=0, le=65535)
@@ -79,6 +106,29 @@ class OperatorSettings(BaseModel):
     ImagePullBackOff, Unschedulable, ...) or a run may wait for its judge's Secret once
     generation is done, before the run ends Failed. The cause is on the run's conditions
     from the first look (within ~10 s)."""
+    snapshot_retry_seconds: float = Field(default=30.0, gt=0)
+    """First wait before a Snapshot whose source is not available (HuggingFace unreachable,
+    a ConfigMap or URL missing) is tried again; each later wait doubles, up to
+    ``snapshot_retry_max_seconds``."""
+    snapshot_retry_max_seconds: float = Field(default=300.0, gt=0)
+    """The longest wait between two tries of a Snapshot's unavailable source."""
+    run_resync_seconds: float = Field(default=20.0, gt=0)
+    """How often the unfinished runs are looked at whatever happens (one loop for all runs,
+    two LISTs a tick): a safety net for lost events, waits and deadlines. Job and run events,
+    and the times a reconcile asks to be looked at again, move runs on before it."""
+    api_retry_seconds: float = Field(default=5.0, gt=0)
+    """Wait before a run is looked at again after an API call of its reconcile failed
+    (a timeout, a 5xx, a 403)."""
+    job_start_grace_seconds: float = Field(default=15.0, ge=0)
+    """Seconds after its creation a worker Job's pods are first looked at (pods normally start
+    within them); the run asks to be looked at again right after, so a pod that cannot start
+    is reported then, well before ``worker_start_timeout_seconds``."""
+    run_first_look_seconds: float = Field(default=10.0, gt=0)
+    """A run the operator has not looked at this long after its creation (its create event
+    was lost) is looked at by the next resync."""
+    missing_reference_grace_seconds: float = Field(default=300.0, ge=0)
+    """How long an object may wait for one that does not exist (a Workload, Snapshot,
+    EngineArgsSet, source run or Secret it names) before it is called ``Stalled``."""
     snapshot_configmap_limit_bytes: int = Field(default=900_000, ge=1024)
     """Largest ConfigMap the operator writes for a Snapshot (the API server's limit is
     1 MiB for the whole object)."""
@@ -100,20 +150,42 @@ class OperatorSettings(BaseModel):
     @field_validator("metrics_bind_address")
     @classmethod
     def _address(cls, value: str) -> str:
-        try:
-            ipaddress.ip_address(value)
-        except ValueError:
+        return ip_address(value)
+
+    @field_validator("default_judge_gateway")
+    @classmethod
+    def _gateway(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        text = value.strip().rstrip("/")
+        parts = urlsplit(text)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(
-                f"{value!r} is not an IP address (e.g. 0.0.0.0, 127.0.0.1 or ::)"
-            ) from None
-        return value
+                f"{value!r} is not an http:// or https:// URL with a host (e.g. "
+                "http://kyai-judge-gateway.kyai-system.svc:8080/v1)"
+            )
+        return text
+
+    @field_validator("default_judge_namespace_selector", mode="before")
+    @classmethod
+    def _selector(cls, value: object) -> object:
+        return json_object(
+            value, 'a label selector such as {"matchLabels": {"kyai.io/default-judge": "enabled"}}'
+        )
+
+    @model_validator(mode="after")
+    def _gateway_model(self) -> OperatorSettings:
+        if self.default_judge_gateway and not self.default_judge_model:
+            raise ValueError(
+                "default_judge_gateway is set without default_judge_model: the gateway serves "
+                "the default judge's one model (set KYAI_DEFAULT_JUDGE_MODEL)"
+            )
+        return self
 
     @field_validator("namespaces", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
-        if isinstance(value, str):
-            return tuple(part.strip() for part in value.split(",") if part.strip())
-        return value
+        return comma_separated(value)
 
     @classmethod
     def from_env(

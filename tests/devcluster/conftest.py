@@ -4,7 +4,9 @@
 * ``api`` — a small JSON client for it (aiohttp), returning ``(status, body)``;
 * ``thread_cluster`` — one :class:`DevClusterThread` per module, for subprocess-driven tests
   (``kubectl``, ``kopf``, the synchronous ``kubernetes`` client);
-* ``kubectl`` — runs the real ``kubectl`` against ``thread_cluster``.
+* ``kubectl`` — runs the real ``kubectl`` against ``thread_cluster``;
+* ``podman_image``, ``standin_image`` — the project's and the stand-ins' images (built once
+  per session, :mod:`devcluster.podman_image`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ import aiohttp
 import pytest
 
 from devcluster.helpers import KUBECTL, Api
-from kyai.devcluster import DevCluster, DevClusterThread
+from devcluster.podman_image import podman_image, podman_images, standin_image
+from kyai_devcluster import DevCluster, DevClusterThread
+
+__all__ = ["podman_image", "podman_images", "standin_image"]  # session fixtures for pytest
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from devcluster.helpers import WIDGET_CRD, Api, widget
-from kyai.devcluster._cel import _pruned, _reads
+from kyai_devcluster._cel import _pruned, _reads
 
 CRDS = Path(__file__).resolve().parents[2] / "crds"
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
@@ -128,7 +128,7 @@ async def test_root_rule_with_old_self_freezes_the_spec(ruled: Api) -> None:
 async def test_rules_cel_python_cannot_run_are_skipped_and_logged_once(
     ruled: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="kyai.devcluster.cel")
+    caplog.set_level(logging.WARNING, logger="kyai_devcluster.cel")
     memory = {"memory": "1Gi"}
     assert (await ruled.post(WIDGETS, widget("a", extra=memory)))[0] == 201
     assert (await ruled.post(WIDGETS, widget("b", extra=memory)))[0] == 201

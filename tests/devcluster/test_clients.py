@@ -16,7 +16,7 @@ import kubernetes
 import pytest
 
 from devcluster.helpers import WIDGET_CRD, widget
-from kyai.devcluster import DevClusterThread
+from kyai_devcluster import DevClusterThread
 
 EXAMPLE_OPERATOR = Path(__file__).with_name("example_operator.py")
 

@@ -17,8 +17,8 @@ import aiohttp
 import pytest
 
 from devcluster.helpers import Api, job
-from kyai.devcluster import DevCluster
-from kyai.devcluster._runtime import Launch
+from kyai_devcluster import DevCluster
+from kyai_devcluster._runtime import Launch
 
 JOBS = "/apis/batch/v1/namespaces/default/jobs"
 PODS = "/api/v1/namespaces/default/pods"

@@ -10,8 +10,8 @@ import pytest
 
 from kyai.controllers import _kube
 from kyai.controllers._kube import KubeClient, KubeError
-from kyai.devcluster import DevCluster
-from kyai.devcluster._tokens import ADMIN_TOKEN, issue
+from kyai_devcluster import DevCluster
+from kyai_devcluster._tokens import ADMIN_TOKEN, issue
 
 
 async def test_a_list_is_read_in_pages_and_whole(

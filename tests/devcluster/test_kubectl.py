@@ -14,7 +14,7 @@ import yaml
 
 from devcluster.helpers import KUBECTL, WIDGET_CRD, widget
 from kyai import __version__
-from kyai.devcluster import DevClusterThread
+from kyai_devcluster import DevClusterThread
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 

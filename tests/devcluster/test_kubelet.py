@@ -14,7 +14,7 @@ import pytest
 
 from devcluster.helpers import IMAGE, Api, job
 from kyai import __version__
-from kyai.devcluster import DevCluster
+from kyai_devcluster import DevCluster
 
 NS = "/api/v1/namespaces/default"
 JOBS = "/apis/batch/v1/namespaces/default/jobs"

@@ -11,8 +11,8 @@ import aiohttp
 import yaml
 
 from devcluster.helpers import Api
-from kyai.devcluster import DevCluster
-from kyai.devcluster._tokens import verify
+from kyai_devcluster import DevCluster
+from kyai_devcluster._tokens import verify
 
 NS = "/api/v1/namespaces/default"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"

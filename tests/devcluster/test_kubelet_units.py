@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import socket
+import sys
 from pathlib import Path
 
 import pytest
 
-from kyai.devcluster._kubelet import Kubelet
-from kyai.devcluster._network import POD_NETWORK, AddressPool, HostsFile, service_names
-from kyai.devcluster._probes import ProbeTiming, resolve_port
-from kyai.devcluster._runtime import Launch, Mount, StartError, parse_quantity, podman_run_argv
-from kyai.devcluster._store import Store
+from kyai_devcluster._images import ImagePlan
+from kyai_devcluster._kubelet import Kubelet
+from kyai_devcluster._network import POD_NETWORK, AddressPool, HostsFile, service_names
+from kyai_devcluster._probes import ProbeTiming, resolve_port
+from kyai_devcluster._runtime import Launch, Mount, StartError, parse_quantity, podman_run_argv
+from kyai_devcluster._store import Store
 
 
 def launch(tmp_path: Path, **overrides: object) -> Launch:
@@ -125,14 +128,50 @@ def test_each_pool_starts_at_a_random_subnet_and_wraps_around(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Two devclusters side by side (parallel test sessions) must not bind the same address.
-    monkeypatch.setattr("kyai.devcluster._network.random.randrange", lambda *_: 65536 - 256)
+    monkeypatch.setattr("kyai_devcluster._network.random.randrange", lambda *_: 255)
     pool = AddressPool(POD_NETWORK)
     addresses = [pool.allocate(str(n)) for n in range(260)]
     assert addresses[0] == "127.10.255.2" and addresses[252] == "127.10.255.254"
     assert addresses[253] == "127.10.0.2" and len(set(addresses)) == 260
+    pool.close()
     monkeypatch.undo()
     starts = {AddressPool(POD_NETWORK).allocate("a") for _ in range(20)}
     assert len(starts) > 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract sockets: Linux")
+def _two_free_blocks() -> int:
+    """A block index whose block and the next no pool on this machine holds now."""
+    for index in range(5, 250):
+        probes = []
+        try:
+            for block in (index, index + 1):
+                probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                probes.append(probe)
+                probe.bind(f"\0kyai-devcluster/127.10.{block}.0")
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+        return index
+    raise AssertionError("no two free address blocks on this machine")
+
+
+def test_pools_side_by_side_never_share_a_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both draw the same random start (parallel xdist workers may): the second skips the
+    # block the first holds, and gets it once the first is closed. The start is a block other
+    # devclusters on the machine do not hold (the blocks are visible machine-wide).
+    start = _two_free_blocks()
+    monkeypatch.setattr("kyai_devcluster._network.random.randrange", lambda *_: start)
+    first, second = AddressPool(POD_NETWORK), AddressPool(POD_NETWORK)
+    assert first.allocate("a") == f"127.10.{start}.2"
+    assert second.allocate("a") == f"127.10.{start + 1}.2"
+    first.close()
+    third = AddressPool(POD_NETWORK)
+    assert third.allocate("a") == f"127.10.{start}.2"
+    second.close()
+    third.close()
 
 
 def test_hosts_file_is_rewritten_in_place(tmp_path: Path) -> None:
@@ -167,3 +206,30 @@ async def test_image_plans_of_the_process_runtime(tmp_path: Path) -> None:
     assert await kubelet.plan_image("nginx") == ("missing", "nginx")
     assert (await kubelet.plan_image("vllm/vllm-openai-rocm:v0.9"))[0] == "engine"
     assert await kubelet.plan_image("vllm/other:1") == ("missing", "vllm/other:1")
+    assert await kubelet.plan_image("ghcr.io/kyai-io/kyai-standins:dev") == (
+        "local",
+        "ghcr.io/kyai-io/kyai-standins:dev",
+    )
+
+
+async def test_image_plans_of_the_podman_runtime_use_the_project_and_stand_in_images() -> None:
+    """Podman: what its store holds runs as itself; the project's patterns run ``--image``,
+    the stand-ins' and the engines' run ``--standin-image`` (the product image has no
+    kyai_testing)."""
+    plan = ImagePlan(project_image="localhost/p:1", standin_image="localhost/s:1")
+    store = {"localhost/kyai-operator:mine"}
+
+    async def present(image: str) -> bool:
+        return image in store
+
+    async def planned(image: str) -> tuple[str, str]:
+        return await plan.plan(image, runtime="podman", present=present)
+
+    assert await planned("localhost/kyai-operator:mine") == (
+        "local",
+        "localhost/kyai-operator:mine",
+    )
+    assert await planned("ghcr.io/kyai-io/kyai-operator:dev") == ("local", "localhost/p:1")
+    assert await planned("ghcr.io/kyai-io/kyai-standins:dev") == ("local", "localhost/s:1")
+    assert await planned("vllm/vllm-openai:v0.8.5") == ("engine", "localhost/s:1")
+    assert await planned("nginx") == ("missing", "nginx")

@@ -10,22 +10,31 @@ from typing import Any
 
 from devcluster.helpers import Api
 from devcluster.test_kubelet import IMAGE, http_server_container
-from kyai.devcluster import DevCluster
+from kyai_devcluster import DevCluster
 
 NS = "/api/v1/namespaces/default"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 JOBS = "/apis/batch/v1/namespaces/default/jobs"
 
+#: Resolves the name, then fetches through the Service. A Service forwards to the pods Ready
+#: when a connection arrives; under load a readiness probe may miss and take a pod out for a
+#: moment (as kube-proxy would), so a refused connection is tried again for up to 5 s.
 FETCH = """
-import socket, sys, urllib.request
+import socket, sys, time, urllib.request
 name = sys.argv[1]
 print(socket.gethostbyname(name))
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-try:
-    with opener.open(f"http://{name}:8000/", timeout=5) as response:
-        print(response.status)
-except OSError as exc:
-    print("refused", type(exc).__name__)
+deadline = time.monotonic() + 5
+while True:
+    try:
+        with opener.open(f"http://{name}:8000/", timeout=5) as response:
+            print(response.status)
+        break
+    except OSError as exc:
+        if time.monotonic() > deadline:
+            print("refused", type(exc).__name__)
+            break
+        time.sleep(0.2)
 """
 
 

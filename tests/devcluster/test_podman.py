@@ -12,12 +12,10 @@ import aiohttp
 import pytest
 
 from devcluster.helpers import Api
-from devcluster.podman_image import PODMAN, PODMAN_RUN, podman_image
+from devcluster.podman_image import PODMAN, PODMAN_RUN
 from devcluster.test_kubelet import grant_default_account, http_server_container
 from kyai import __version__
-from kyai.devcluster import DevCluster
-
-__all__ = ["podman_image"]  # the session fixture, imported for pytest
+from kyai_devcluster import DevCluster
 
 pytestmark = [pytest.mark.podman, pytest.mark.timeout(600)]
 
@@ -95,6 +93,57 @@ def test_image_runs_read_only_as_nonroot_with_labels_and_nltk_data(podman_image:
     assert labels["org.opencontainers.image.source"].startswith("https://")
     assert inspected["Config"]["User"] == "65532:65532"
     assert inspected["Config"]["Entrypoint"] == ["kyai"]
+
+
+#: What the product image must not hold: the tools and the dependencies only they use.
+#: (jsonpatch stays: kopf itself imports it, in kopf/_cogs/structs/patches.py.)
+ABSENT = ("kyai.devcluster", "kyai.testing", "kyai_devcluster", "kyai_testing", "celpy", "click")
+
+#: What the product loads from the dependencies that scripts/slim-venv.sh trims.
+SLIMMED_STILL_WORK = """
+import pathlib, tempfile
+import pyarrow as pa, pyarrow.parquet as pq
+from kubernetes import client, config
+import math_verify
+from kyai.graders import builtin_grader, write_punkt_tab
+import if_verifiable.ifeval.instructions_registry as registry
+root = pathlib.Path(tempfile.mkdtemp())
+pq.write_table(pa.table({"a": [1, 2, 3]}), root / "x.parquet")
+assert pq.read_table(root / "x.parquet").num_rows == 3
+assert write_punkt_tab(root).is_dir() and len(registry.INSTRUCTION_DICT) == 25
+assert math_verify.verify(math_verify.parse("$1/2$"), math_verify.parse("$0.5$"))
+assert client.CustomObjectsApi and config.load_incluster_config
+print("ok")
+"""
+
+
+def test_the_product_image_holds_no_tool_and_what_it_loads_works(podman_image: str) -> None:
+    for module in ABSENT:
+        found = podman(
+            *PODMAN_RUN, "--entrypoint", "python3", podman_image, "-c", f"import {module}"
+        )
+        assert found.returncode == 1 and "ModuleNotFoundError" in found.stderr, module
+    assert podman(*PODMAN_RUN, "--entrypoint", "pip", podman_image, "--version").returncode != 0
+    loaded = podman(
+        *PODMAN_RUN, "--read-only", "--entrypoint", "python3", podman_image,
+        "-c", SLIMMED_STILL_WORK,
+    )  # fmt: skip
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "ok", loaded.stderr[-2000:]
+
+
+def test_the_stand_in_image_adds_the_doubles_to_the_product(
+    podman_image: str, standin_image: str
+) -> None:
+    script = "import kyai, kyai_testing.engines, kyai_testing.llm_double; print(kyai.__version__)"
+    found = podman(*PODMAN_RUN, "--entrypoint", "python3", standin_image, "-c", script)
+    assert found.returncode == 0 and found.stdout.strip() == __version__, found.stderr
+    absent = podman(
+        *PODMAN_RUN, "--entrypoint", "python3", standin_image, "-c", "import kyai_devcluster"
+    )
+    assert absent.returncode == 1
+    inspected = json.loads(podman("image", "inspect", standin_image).stdout)[0]
+    assert inspected["Config"]["User"] == "65532:65532"
+    assert inspected["Labels"]["org.opencontainers.image.title"] == "kyai-standins"
 
 
 IN_CLUSTER = """
@@ -315,8 +364,8 @@ http.server.HTTPServer((host, port), http.server.SimpleHTTPRequestHandler).serve
 """
 
 
-async def test_an_engine_image_runs_the_stand_in_in_the_project_image(
-    tmp_path: Path, podman_image: str
+async def test_an_engine_image_runs_the_stand_in_in_the_stand_in_image(
+    tmp_path: Path, podman_image: str, standin_image: str
 ) -> None:
     engine = {
         "name": "engine",
@@ -331,6 +380,7 @@ async def test_an_engine_image_runs_the_stand_in_in_the_project_image(
             workdir=tmp_path / "work",
             runtime="podman",
             image=podman_image,
+            standin_image=standin_image,
             engine_command=("python", "-c", RECORDER, "stand-in"),
         ) as cluster,
         aiohttp.ClientSession() as session,
@@ -367,7 +417,9 @@ async def test_an_engine_image_runs_the_stand_in_in_the_project_image(
         assert record["host"] == pods[0]["status"]["podIP"] and record["uid"] == 65532
 
 
-def test_the_cli_serves_with_the_podman_runtime(tmp_path: Path, podman_image: str) -> None:
+def test_the_cli_serves_with_the_podman_runtime(
+    tmp_path: Path, podman_image: str, standin_image: str
+) -> None:
     import os
     import signal
     import sys
@@ -378,7 +430,7 @@ def test_the_cli_serves_with_the_podman_runtime(tmp_path: Path, podman_image: st
     with subprocess.Popen(
         [
             kyai, "devcluster", "--runtime", "podman", "--image", podman_image,
-            "--workdir", str(tmp_path / "work"),
+            "--standin-image", standin_image, "--workdir", str(tmp_path / "work"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -25,11 +25,8 @@ import pytest
 import yaml
 
 from devcluster.helpers import KUBECTL
-from devcluster.podman_image import podman_image
-from kyai.devcluster import DevClusterThread
-from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
-
-__all__ = ["podman_image"]  # the session fixture, imported for pytest
+from kyai_devcluster import DevClusterThread
+from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
 
 pytestmark = [pytest.mark.podman, pytest.mark.timeout(600)]
 
@@ -146,6 +143,7 @@ def finished(kubectl: Kubectl, name: str, namespace: str, timeout: float) -> dic
 def installed(
     request: pytest.FixtureRequest,
     podman_image: str,
+    standin_image: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Installed]:
     if request.config.getoption("--with-e2e"):
@@ -164,7 +162,9 @@ def installed(
     workdir = tmp_path_factory.mktemp("podman-chart")
     with (
         double.start_in_thread() as llm,
-        DevClusterThread(workdir=workdir, runtime="podman", image=podman_image) as dc,
+        DevClusterThread(
+            workdir=workdir, runtime="podman", image=podman_image, standin_image=standin_image
+        ) as dc,
     ):
         kubectl = Kubectl(dc.kubeconfig_path)
         started = time.monotonic()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kyai.devcluster import DevClusterThread
-from kyai.devcluster._protobuf import MAGIC, decode
+from kyai_devcluster import DevClusterThread
+from kyai_devcluster._protobuf import MAGIC, decode
 
 REPO = Path(__file__).resolve().parents[2]
 HELM = shutil.which("helm") or str(REPO / ".venv/bin/helm")
@@ -74,8 +74,15 @@ def test_kubectl_create_secret_and_configmap(
     assert got == "dmFsdWU="
     got = kubectl("get", "configmap", "pb-config", "-o", "jsonpath={.data}").stdout
     assert got == '{"a":"1","b":"2"}'
+    # The namespace and service account a README creates imperatively.
+    kubectl("create", "namespace", "pb-ns")
+    got = kubectl("get", "namespace", "pb-ns", "-o", "jsonpath={.metadata.name}").stdout
+    assert got == "pb-ns"
+    kubectl("create", "serviceaccount", "pb-sa", "-n", "pb-ns")
+    got = kubectl("get", "sa", "pb-sa", "-n", "pb-ns", "-o", "jsonpath={.metadata.namespace}")
+    assert got.stdout == "pb-ns"
     # Kinds without a decoder still say what to do instead.
-    refused = kubectl("create", "namespace", "pb-ns", check=False)
+    refused = kubectl("create", "deployment", "pb-deploy", "--image=x", check=False)
     assert refused.returncode != 0 and "kubectl apply -f" in refused.stderr
 
 
@@ -105,3 +112,25 @@ def test_helm_install_list_and_uninstall(
     assert "kyai" not in helm("list", "-A").stdout
     gone = kubectl("get", "clusterrole", "kyai-kyai-operator", check=False)
     assert gone.returncode != 0
+
+
+def test_decode_a_namespace_and_a_service_account() -> None:
+    namespace = _field(1, _field(1, b"team-b") + _field(11, _entry("tier", b"eval")))
+    namespace += _field(2, _field(1, b"kubernetes"))
+    raw = MAGIC + _field(1, _field(1, b"v1") + _field(2, b"Namespace")) + _field(2, namespace)
+    assert decode(raw) == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "team-b", "labels": {"tier": "eval"}},
+        "spec": {"finalizers": ["kubernetes"]},
+    }
+    account = _field(1, _field(1, b"runner") + _field(3, b"team-b"))
+    account += _field(3, _field(1, b"regcred")) + bytes([4 << 3, 0])
+    raw = MAGIC + _field(1, _field(1, b"v1") + _field(2, b"ServiceAccount")) + _field(2, account)
+    assert decode(raw) == {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "runner", "namespace": "team-b"},
+        "imagePullSecrets": [{"name": "regcred"}],
+        "automountServiceAccountToken": False,
+    }

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from devcluster.helpers import Api
-from kyai.devcluster import DevCluster, DevClusterThread, _rbac
-from kyai.devcluster._tokens import ADMIN_TOKEN, issue, new_signing_key
+from kyai_devcluster import DevCluster, DevClusterThread, _rbac
+from kyai_devcluster._tokens import ADMIN_TOKEN, issue, new_signing_key
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 SA_USER = "system:serviceaccount:team-a:worker"

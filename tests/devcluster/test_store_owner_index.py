@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kyai.devcluster._store import Store
+from kyai_devcluster._store import Store
 
 
 def _create(store: Store, group: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from kyai.devcluster._errors import StatusError
-from kyai.devcluster._kubelet import expand_references, rewrite_mounts
-from kyai.devcluster._patch import merge_patch, strategic_merge_patch
-from kyai.devcluster._selectors import (
+from kyai_devcluster._errors import StatusError
+from kyai_devcluster._kubelet import expand_references, rewrite_mounts
+from kyai_devcluster._patch import merge_patch, strategic_merge_patch
+from kyai_devcluster._selectors import (
     parse_field_selector,
     parse_label_selector,
     selector_from_object,
 )
-from kyai.devcluster._tables import human_duration, jsonpath
+from kyai_devcluster._tables import human_duration, jsonpath
 
 
 @pytest.mark.parametrize(
@@ -135,7 +135,7 @@ def test_mount_rewriting_and_references() -> None:
 
 
 def test_rewrite_mounts_is_one_pass() -> None:
-    from kyai.devcluster._kubelet import rewrite_mounts
+    from kyai_devcluster._kubelet import rewrite_mounts
 
     mounts = [
         ("/etc/kyai/snapshot", "/tmp/work/pod/volumes/snapshot"),
@@ -150,8 +150,8 @@ def test_rewrite_mounts_is_one_pass() -> None:
 def test_a_pods_kubeconfig_is_the_documents_yaml_whatever_its_token() -> None:
     import yaml
 
-    from kyai.devcluster._cluster import _kubeconfig_text, kubeconfig
-    from kyai.devcluster._tokens import ADMIN_TOKEN, issue, new_signing_key
+    from kyai_devcluster._cluster import _kubeconfig_text, kubeconfig
+    from kyai_devcluster._tokens import ADMIN_TOKEN, issue, new_signing_key
 
     url = "http://127.0.0.1:6443"
     key = new_signing_key()

@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 
 from devcluster.helpers import Api, widget
-from kyai.devcluster import DevCluster
+from kyai_devcluster import DevCluster
 
 CM = "/api/v1/namespaces/default/configmaps"
 

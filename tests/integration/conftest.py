@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kyai.testing import LLMDouble
+from kyai_testing import LLMDouble
 
 DoubleFactory = Callable[..., Awaitable[LLMDouble]]
 ThreadDoubleFactory = Callable[..., LLMDouble]

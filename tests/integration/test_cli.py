@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kyai.cli import main
-from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
+from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
 
 GEN_PROMPT = "Answer with the bare answer only."
 JUDGE_PROMPT = 'Return JSON {"score": 0..1, "reasoning": "..."}.'
@@ -339,6 +339,12 @@ def test_builtin_without_hub_access_exit_3(
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    # huggingface_hub reads HF_HUB_OFFLINE when first imported: when an earlier test of the
+    # same process imported it, only its constant makes it offline (else it retries the
+    # unreachable Hub for 20 s before the same exit 3).
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     status = main([
         "generate", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--dataset", "ifeval",
         "--output", str(tmp_path / "out"),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kyai.cli import build_parser, main
-from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
+from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
 
 GEN = "Answer with the bare answer only."
 JUDGE = 'Return JSON {"score": 0..1, "reasoning": "..."}.'
@@ -115,13 +115,22 @@ def test_every_command_help_lists_its_exit_statuses() -> None:
     parser = build_parser()
     (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     commands: dict[str, argparse.ArgumentParser] = dict(subparsers.choices)
-    assert {"generate", "judge", "run", "operator", "devcluster", "leaderboard"} <= set(commands)
+    wanted = {"generate", "judge", "run", "operator", "devcluster", "leaderboard", "compare"}
+    assert wanted | {"judge-gateway"} <= set(commands)
     for name, command in commands.items():
         text = command.format_help()
         assert "exit status:" in text, name
-        # kyai lm-eval reports an unreachable server as lm_eval's failure (1), not as 3.
-        for code in ("0", "1", "2", "130") if name == "lm-eval" else ("0", "1", "2", "3", "130"):
+        # kyai compare reads files only (no server to reach: no 3); kyai judge-gateway serves
+        # until a signal (exit 0) and refuses bad settings (2).
+        codes = ("0", "1", "2", "3", "130")
+        if name == "compare":
+            codes = ("0", "1", "2", "130")
+            assert "\n  3 " not in text, name
+        if name == "judge-gateway":
+            codes = ("0", "1", "2")
+            assert "\n  3 " not in text and "\n  130 " not in text, name
+        for code in codes:
             assert f"\n  {code} " in text, (name, code)
-        gated = name in ("run", "judge", "lm-eval")
+        gated = name in ("run", "judge", "lm-eval", "compare")
         assert ("\n  4    a quality gate failed" in text) == gated, name
     assert "exit status:" in parser.format_help()

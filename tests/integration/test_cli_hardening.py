@@ -26,7 +26,7 @@ import pytest
 from aiohttp import web
 
 from kyai.cli import main
-from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
+from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
 
 GEN_PROMPT = "Answer with the bare answer only."
 JUDGE_PROMPT = 'Return JSON {"score": 0..1, "reasoning": "..."}.'
@@ -500,3 +500,34 @@ def test_unusable_input_paths_exit_2(
     assert main(args) == 2
     err = capsys.readouterr().err
     assert flag in err and message in err and "Traceback" not in err
+
+
+def test_a_custom_dataset_without_prompts_names_the_flag(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = generate_args("http://127.0.0.1:9", dataset, tmp_path / "out")
+    at = args.index("--generation-prompt")
+    del args[at : at + 2]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--generation-prompt" in err and "generation_prompt=." not in err
+
+
+@pytest.mark.parametrize("failure", ["bad dataset", "server unreachable"])
+def test_a_failed_generate_leaves_no_empty_output_directory(
+    failure: str, dataset: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "new" / "run"
+    if failure == "bad dataset":
+        broken = tmp_path / "broken.jsonl"
+        broken.write_text('{"instruction": "q"}\n')  # no ground_truth_response
+        status = main(generate_args("http://127.0.0.1:9", broken, out))
+        assert status == 2
+    else:
+        status = main(generate_args("http://127.0.0.1:9", dataset, out))
+        assert status == 3
+    assert not (tmp_path / "new").exists()
+    # A directory that existed before is never removed, even when empty.
+    out.mkdir(parents=True)
+    assert main(generate_args("http://127.0.0.1:9", dataset, out)) == 3
+    assert out.is_dir()

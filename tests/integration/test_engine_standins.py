@@ -1,6 +1,6 @@
 """The serving-engine stand-ins run the operator's own engine command lines, over real HTTP.
 
-Each stand-in is started as ``python -m kyai.testing.engines <argv>`` where ``argv`` is what
+Each stand-in is started as ``python -m kyai_testing.engines <argv>`` where ``argv`` is what
 :func:`kyai.engines.engine_command` renders for a Workload and an EngineArgsSet, so the
 operator's real output is what gets parsed. The command line says ``--host 0.0.0.0 --port
 8000``; ``KYAI_DEVCLUSTER_POD_IP`` gives each stand-in its own loopback address, as the
@@ -30,8 +30,8 @@ from kyai.cli import main as kyai_main
 from kyai.constants import ENGINE_PORT
 from kyai.engines import engine_command, served_model_name
 from kyai.evaluation import parse_overflow
-from kyai.testing import count_prompt_tokens
-from kyai.testing.engines import (
+from kyai_testing import count_prompt_tokens
+from kyai_testing.engines import (
     STANDINS,
     ServeConfig,
     StandinServer,
@@ -39,7 +39,7 @@ from kyai.testing.engines import (
     engine_of,
     parse_command_line,
 )
-from kyai.testing.engines.__main__ import main as standin_main
+from kyai_testing.engines.__main__ import main as standin_main
 
 LOAD_SECONDS = 2.0  # long enough to be seen loading on a busy machine
 START_TIMEOUT_S = 20.0
@@ -113,7 +113,7 @@ def start(argv: list[str], tmp_path: Path, **env: str) -> subprocess.Popen[str]:
         **env,
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "kyai.testing.engines", *argv],
+        [sys.executable, "-m", "kyai_testing.engines", *argv],
         env=environ,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -293,6 +293,18 @@ def test_reasoning_parser_adds_reasoning_content(running: tuple[str, Running]) -
         assert message["reasoning_content"] == "Let me think about this briefly."
     else:
         assert "reasoning_content" not in message
+
+
+def test_metrics_are_served_as_the_engine_serves_them(running: tuple[str, Running]) -> None:
+    framework, server = running
+    response = httpx.get(f"{server.url}/metrics", timeout=5)
+    if framework == "vllm":
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/plain")
+        series = 'vllm:time_to_first_token_seconds_count{engine="0",model_name="cand-vllm"}'
+        assert series in response.text
+    else:  # SGLang only with --enable-metrics (not on this command line); TensorRT-LLM never
+        assert response.status_code == 404
 
 
 @pytest.mark.parametrize(
@@ -530,6 +542,8 @@ async def test_trtllm_refusals_follow_the_backend(
         ({"KYAI_STANDIN_LOAD_SECONDS": "-1"}, "KYAI_STANDIN_LOAD_SECONDS='-1' must be a non-neg"),
         ({"KYAI_STANDIN_MAX_MODEL_LEN": "big"}, "KYAI_STANDIN_MAX_MODEL_LEN='big' is not an int"),
         ({"KYAI_STANDIN_RULES": "/nonexistent/rules.json"}, "KYAI_STANDIN_RULES=/nonexistent"),
+        ({"KYAI_STANDIN_TTFT_MS": "fast"}, "KYAI_STANDIN_TTFT_MS='fast' is not a number"),
+        ({"KYAI_STANDIN_TOKEN_MS": "-5"}, "KYAI_STANDIN_TOKEN_MS='-5' must be a non-negative"),
     ],
 )
 def test_bad_settings_exit_2_naming_the_variable(

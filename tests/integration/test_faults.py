@@ -18,7 +18,7 @@ import pytest
 
 from kyai.datasets import load_dataset
 from kyai.evaluation import CandidateConfig, JudgeConfig, RetryPolicy, generate, judge
-from kyai.testing import (
+from kyai_testing import (
     FAULT_KINDS,
     ChatRequest,
     Faults,
@@ -116,6 +116,7 @@ async def test_faults_on_candidate_and_judge_leave_every_score_unchanged(tmp_pat
     ]
     assert [g["row_index"] for g in generations] == list(range(ROWS))  # row order
     assert max(g["attempts"] for g in generations) > 1  # faults were met and retried
+    assert all(g["streamed"] for g in generations)  # the candidate's answers were streamed
 
 
 @pytest.mark.parametrize("kind", FAULT_KINDS)
@@ -197,7 +198,7 @@ async def test_judging_twice_gives_byte_identical_results(tmp_path: Path) -> Non
 
 
 def test_command_line_builds_the_faults() -> None:
-    from kyai.testing.llm_double import _parser, build_double
+    from kyai_testing.llm_double import _parser, build_double
 
     args = _parser().parse_args(
         [
@@ -221,7 +222,7 @@ def test_command_line_builds_the_faults() -> None:
     [{"rate": 1.5}, {"rate": 0.1, "kinds": ("teapot",)}, {"rate": 0.1, "stall_s": -1.0}],
 )
 def test_bad_fault_settings_are_refused(options: dict[str, Any]) -> None:
-    from kyai.testing import DoubleConfigError
+    from kyai_testing import DoubleConfigError
 
     with pytest.raises(DoubleConfigError):
         Faults(**options)

@@ -14,7 +14,7 @@ import pytest
 
 from kyai.cli import main
 from kyai.datasets import load_dataset
-from kyai.testing import ChatRequest, LLMDouble, ModelSpec, Rule
+from kyai_testing import ChatRequest, LLMDouble, ModelSpec, Rule
 
 NATIVE = Path(__file__).parent.parent / "unit/datasets/data/native"
 CASES = {

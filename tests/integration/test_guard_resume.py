@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kyai.cli import main
-from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
+from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
 
 GEN_PROMPT = "Answer with the bare answer only."
 JUDGE_PROMPT = 'Return JSON {"score": 0..1, "reasoning": "..."}.'

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kyai.cli import main
-from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
+from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
 
 NATIVE = Path(__file__).parent.parent / "unit/datasets/data/native/math500_test.jsonl"
 

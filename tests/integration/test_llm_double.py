@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from kyai.testing import (
+from kyai_testing import (
     ChatRequest,
     DoubleConfigError,
     DoubleNotRunningError,
@@ -130,11 +130,14 @@ async def test_unknown_model_is_a_vllm_404(
     }
 
 
-async def test_streaming_is_refused(llm_double: DoubleFactory, client: httpx.AsyncClient) -> None:
-    double = await llm_double()
+async def test_streaming_is_refused_in_refuse_mode(
+    llm_double: DoubleFactory, client: httpx.AsyncClient
+) -> None:
+    double = await llm_double(stream_mode="refuse")
     response = await _chat(client, double, stream=True)
     assert response.status_code == 400
     assert response.json()["error"]["message"] == "streaming not supported by the double"
+    assert (await _chat(client, double)).status_code == 200  # not streamed: answered
 
 
 async def test_api_key(llm_double: DoubleFactory, client: httpx.AsyncClient) -> None:
@@ -669,7 +672,7 @@ def test_command_line(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "kyai.testing.llm_double",
+            "kyai_testing.llm_double",
             "--model",
             "cand",
             "--judge-model",
@@ -719,7 +722,7 @@ def test_command_line(tmp_path: Path) -> None:
 
 
 def test_demo_runs_kyai_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from kyai.testing.demo import DEMO_ROWS, run_demo
+    from kyai_testing.demo import DEMO_ROWS, run_demo
 
     output = tmp_path / "run"
     assert run_demo(output, latency_s=0.0) == 0
@@ -735,3 +738,13 @@ def test_demo_runs_kyai_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture
     assert summary["avg_score"] == pytest.approx(5 / 6, abs=1e-4)
     printed = capsys.readouterr().out
     assert "capital-japan" in printed and str(output) in printed
+
+
+def test_a_model_named_as_candidate_and_judge_is_served_once_as_the_judge() -> None:
+    # README's command line: `--model judge --judge-model judge` (it exited 2: names repeated).
+    from kyai_testing.llm_double import _parser, build_double
+
+    double = build_double(_parser().parse_args(["--model", "judge", "--judge-model", "judge"]))
+    assert list(double.models) == ["judge"]
+    both = build_double(_parser().parse_args(["--model", "cand", "--judge-model", "judge"]))
+    assert list(both.models) == ["cand", "judge"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -28,7 +29,7 @@ from kyai.lmeval import (
     run_lm_eval,
     task_metrics,
 )
-from kyai.testing.llm_double import LLMDouble, ModelSpec, Rule
+from kyai_testing.llm_double import LLMDouble, ModelSpec, Rule
 
 if importlib.util.find_spec("lm_eval") is None:
     if os.environ.get("CI"):
@@ -176,6 +177,26 @@ def test_run_lm_eval_tees_its_log_and_finds_the_results_under_the_model_dir(
     assert path.parent == work / "out" / MODEL
     log = (work / "out" / "gsm8k_local_lm_eval.log").read_text(encoding="utf-8")
     assert "exact_match" in log and "gsm8k_local" in log
+    # lm-eval's own results table, with its real headers (pytablewriter < 1 printed A|B|...).
+    assert re.search(r"\|\s*Tasks\s*\|\s*Version\s*\|", log), log[-2000:]
+    assert "| A |" not in log
+    # lm-eval asks git for its working directory's hash: that noise is not in the log.
+    assert "fatal: not a git repository" not in log
+
+
+@pytest.mark.parametrize("problem", ["unreachable", "model not served"])
+def test_kyai_lm_eval_stops_at_once_on_a_server_it_cannot_use(
+    problem: str, double: LLMDouble, tmp_path: Path
+) -> None:
+    endpoint = "http://127.0.0.1:9/v1" if problem == "unreachable" else double.base_url
+    argv = [
+        sys.executable, "-m", "kyai.cli", "lm-eval", "--endpoint", endpoint,
+        "--model", "no-such-model", "--task", "gsm8k", "--output", str(tmp_path / "o"),
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 3, done.stderr
+    wanted = "cannot reach" if problem == "unreachable" else "does not serve it; it serves"
+    assert wanted in done.stderr and "Traceback" not in done.stderr
 
 
 def test_missing_metric_key_reads_minus_one_with_an_error_log(

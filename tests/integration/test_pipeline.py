@@ -17,7 +17,7 @@ from kyai.evaluation import (
     generate,
     judge,
 )
-from kyai.testing import LLMDouble, ModelSpec, Rule, count_prompt_tokens, substring_judge
+from kyai_testing import LLMDouble, ModelSpec, Rule, count_prompt_tokens, substring_judge
 
 FAST = RetryPolicy(max_retries=3, backoff_base_s=0.001, backoff_max_s=0.01)
 GEN_PROMPT = "Answer with the bare answer only."

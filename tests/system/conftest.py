@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from kyai.devcluster import DevClusterThread
-from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
+from kyai_devcluster import DevClusterThread
+from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
 from system.helpers import REPO, WORKER_IMAGE, Kubectl, Operator
 
 #: Seconds the installed operator may take to be available again (a pod restart on a busy

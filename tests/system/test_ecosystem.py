@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kyai.testing import LLMDouble
+from kyai_testing import LLMDouble
 from system.helpers import Kubectl, Operator
 from system.test_operator import ROWS, condition, phase_is, run, snapshot, workload
 

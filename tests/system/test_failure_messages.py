@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
+from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
 from system.helpers import Kubectl, Operator, free_port, keyed_judge, secret
 from system.test_operator import condition, phase_is, run, snapshot, workload
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kyai.testing import LLMDouble, ModelSpec, Rule, substring_judge
+from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
 from system.helpers import Kubectl, Operator, free_port
 
 GEN = "Answer with the bare answer."

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 from kyai.api import EvaluationRunStatus
-from kyai.testing import LLMDouble
+from kyai_testing import LLMDouble
 from system.helpers import Kubectl, Operator, keyed_judge, secret
 from system.test_operator import condition, phase_is, run, snapshot, workload
 
-#: The start deadline of this module's operator.
-START_DEADLINE_S = 30
+#: The start deadline of this module's operator (its first look at a Job's pods and its
+#: resync shortened to 2 s and 3 s: a stuck pod is reported well before the deadline).
+START_DEADLINE_S = 15
 
 SLOW_ROWS = [
     {"instruction": f"Question {i}, slow please?", "groundTruthResponse": "done"} for i in range(8)
@@ -44,6 +45,8 @@ def operator(
             "KYAI_DEFAULT_JUDGE_MODEL": "judge",
             "HF_HUB_OFFLINE": "1",
             "KYAI_WORKER_START_TIMEOUT_SECONDS": str(START_DEADLINE_S),
+            "KYAI_JOB_START_GRACE_SECONDS": "2",
+            "KYAI_RUN_RESYNC_SECONDS": "3",
             "KYAI_SNAPSHOT_CONFIGMAP_LIMIT_BYTES": "100000",
         },
     )

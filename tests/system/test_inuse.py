@@ -22,16 +22,19 @@ from typing import Any
 
 import pytest
 
-from kyai.devcluster import DevClusterThread
-from kyai.testing import LLMDouble, ModelSpec
+from kyai_devcluster import DevClusterThread
+from kyai_testing import LLMDouble, ModelSpec
 from system.helpers import Kubectl, Operator, keyed_judge, pod_network_operator, secret
 from system.test_operator import condition, phase_is, run, snapshot, workload
 
 pytestmark = pytest.mark.timeout(300)
 
 #: The start deadline of this module's operator: longer than the first look at a Job's pods
-#: (15 s of grace, then the 20 s resync), so a stuck pod is reported before it fails the run.
-START_DEADLINE_S = 45
+#: (the grace and resync timers below, shortened from 15 s and 20 s), so a stuck pod is
+#: reported before it fails the run.
+START_DEADLINE_S = 15
+JOB_START_GRACE_S = 3
+RUN_RESYNC_S = 3
 
 GROUP = "kyai.io/v1alpha1"
 IN_USE = "kyai.io/in-use"
@@ -54,6 +57,8 @@ def inuse_operator(
     running = pod_network_operator(
         cluster, kubectl.kubeconfig, tmp_path_factory.mktemp("operator"), double.base_url,
         KYAI_WORKER_START_TIMEOUT_SECONDS=str(START_DEADLINE_S),
+        KYAI_JOB_START_GRACE_SECONDS=str(JOB_START_GRACE_S),
+        KYAI_RUN_RESYNC_SECONDS=str(RUN_RESYNC_S),
     )  # fmt: skip
     running.start()
     yield running

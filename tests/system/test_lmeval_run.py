@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kyai.api import EvaluationRunStatus
-from kyai.testing import LLMDouble
+from kyai_testing import LLMDouble
 from system.helpers import Kubectl, Operator
 
 if importlib.util.find_spec("lm_eval") is None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from kyai.api import EvaluationRunStatus, SnapshotStatus, WorkloadStatus
 from kyai.cli import main as kyai_main
-from kyai.testing import LLMDouble
+from kyai_testing import LLMDouble
 from system.helpers import Kubectl, Operator
 
 GEN = "Answer with the bare answer."

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kyai.devcluster import DevClusterThread
-from kyai.devcluster._cluster import kubeconfig
-from kyai.devcluster._tokens import issue
-from kyai.testing import LLMDouble
+from kyai_devcluster import DevClusterThread
+from kyai_devcluster._cluster import kubeconfig
+from kyai_devcluster._tokens import issue
+from kyai_testing import LLMDouble
 from system.helpers import REPO, Kubectl, Operator
 from system.test_operator import phase_is, run, snapshot, workload
 
@@ -131,6 +131,29 @@ def test_a_run_succeeds_with_only_the_operators_rbac(
         run("r", namespace, double),
     )
     done = kubectl.wait_for("evaluationrun", "r", namespace, phase_is("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded", (done["status"], sa_operator.logs()[-3000:])
+    assert "forbidden" not in sa_operator.logs()
+
+
+def test_a_sweep_succeeds_with_only_the_operators_rbac(
+    kubectl: Kubectl, sa_operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    # Its runs carry blockOwnerDeletion owner references to the sweep: the operator needs
+    # update on evaluationsweeps/finalizers, and watch/patch on the sweeps and their status.
+    template = run("unused", namespace, double)["spec"]
+    del template["workloadRef"], template["snapshotRef"]
+    kubectl.apply(
+        snapshot("capitals", namespace),
+        workload("cand", namespace, double),
+        {
+            "apiVersion": "kyai.io/v1alpha1",
+            "kind": "EvaluationSweep",
+            "metadata": {"name": "sw", "namespace": namespace},
+            "spec": {"workloads": [{"name": "cand"}], "snapshots": [{"name": "capitals"}],
+                     "run": template},
+        },
+    )  # fmt: skip
+    done = kubectl.wait_for("esw", "sw", namespace, phase_is("Succeeded", "Failed"), timeout=120)
     assert done["status"]["phase"] == "Succeeded", (done["status"], sa_operator.logs()[-3000:])
     assert "forbidden" not in sa_operator.logs()
 

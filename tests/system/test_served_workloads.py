@@ -2,7 +2,7 @@
 
 Workload (+ EngineArgsSet) → the operator's Deployment and Service → a pod of the engine's
 image, which the devcluster's kubelet runs as the engine stand-in (``python -m
-kyai.testing.engines`` with the container's real command line) → Ready → the operator reads
+kyai_testing.engines`` with the container's real command line) → Ready → the operator reads
 ``/v1/models`` at the Service's name (``NAME-engine.NS.svc``) → Workload Ready with its
 context window → an EvaluationRun against it Succeeds. vLLM and SGLang report the window on
 ``/v1/models``; TensorRT-LLM does not, so it comes from the EngineArgsSet's ``--max_seq_len``
@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from kyai.devcluster import DevClusterThread
-from kyai.testing import LLMDouble
+from kyai_devcluster import DevClusterThread
+from kyai_testing import LLMDouble
 from system.helpers import Kubectl, Operator, pod_network_operator
 from system.test_operator import snapshot
 

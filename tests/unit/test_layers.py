@@ -1,7 +1,7 @@
 """Declared layers beyond import-linter's contracts: private modules stay in their package.
 
 ``lint-imports`` (run by ``make test``) checks the layer order and that no product module
-imports kyai.devcluster or kyai.testing. A private module (``kyai.<package>._x``) may only be
+imports kyai_devcluster or kyai_testing. A private module (``kyai.<package>._x``) may only be
 imported from inside ``kyai.<package>``; other packages use the package's public names.
 """
 
@@ -88,10 +88,10 @@ def test_lint_imports_fails_when_a_controller_imports_the_dev_cluster(tmp_path: 
     )  # fmt: skip
     assert kept.returncode == 0, kept.stdout + kept.stderr
     with (tmp_path / "kyai" / "controllers" / "workload.py").open("a") as handle:
-        handle.write("\nimport kyai.devcluster\n")
+        handle.write("\nimport kyai_devcluster\n")
     broken = subprocess.run(
         [str(lint), "--no-cache"], cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)},
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert broken.returncode == 1
-    assert "kyai.controllers.workload -> kyai.devcluster" in broken.stdout
+    assert "kyai.controllers.workload -> kyai_devcluster" in broken.stdout

@@ -8,8 +8,8 @@ import pytest
 import uvloop
 
 from kyai import _loop
-from kyai.devcluster._kubelet import POD_IP_VARIABLE
-from kyai.devcluster._network import HOSTS_VARIABLE
+from kyai_devcluster._kubelet import POD_IP_VARIABLE
+from kyai_devcluster._network import HOSTS_VARIABLE
 
 
 def loop_class(monkeypatch: pytest.MonkeyPatch, **env: str) -> type:

@@ -104,6 +104,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
     - evaluationruns
     - evaluationruns/status
   verbs: ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+# EvaluationSweeps: watched and their status written; users create and delete them.
+- apiGroups: ["kyai.io"]
+  resources:
+    - evaluationsweeps
+    - evaluationsweeps/status
+  verbs: ["get", "list", "patch", "watch"]
 # Children are created with blockOwnerDeletion: the API server then requires update on the
 # owner's finalizers subresource.
 - apiGroups: ["kyai.io"]
@@ -112,6 +118,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
     - workloads/finalizers
     - snapshots/finalizers
     - evaluationruns/finalizers
+    - evaluationsweeps/finalizers
   verbs: ["update"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
@@ -128,10 +135,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
   verbs: ["create", "delete", "get", "list", "patch", "update", "watch"]
-# Read the default judge's key and copy it into a run's namespace.
+# Check that the Secrets a run names exist before its Job is made (never create one: the
+# default judge's key stays in the release namespace, behind the judge gateway).
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["create", "get"]
+  verbs: ["get"]
 - apiGroups: [""]
   resources: ["pods", "pods/log"]
   verbs: ["get", "list", "watch"]
@@ -144,6 +152,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
+# Namespaces: the watched ones, and the labels defaultJudge.namespaceSelector is checked on.
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get", "list", "watch"]

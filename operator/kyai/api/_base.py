@@ -111,8 +111,12 @@ class StatusBase(KyaiModel):
     message: str | None = None
     """A one-line human summary of the current state."""
 
+    def condition(self, type_: str) -> Condition | None:
+        """The condition of ``type_``, if set."""
+        return next((found for found in self.conditions if found.type == type_), None)
 
-def status_patch(status: StatusBase) -> dict[str, Any]:
+
+def status_patch(status: KyaiModel) -> dict[str, Any]:
     """The merge patch of a status model: the fields set (camelCase), a None one deleting.
 
     Writers build status through the models so that a key is spelled once, in api/; fields

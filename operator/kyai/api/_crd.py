@@ -97,6 +97,7 @@ def structural(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> dict[str, 
         result.update(extensions)
         return result
     out: dict[str, Any] = {key: copy.deepcopy(node[key]) for key in _KEPT if key in node}
+    _exclusive_bounds(out)
     if "description" in out:
         out["description"] = " ".join(str(out["description"]).split())
     if out.get("default", 0) is None:
@@ -129,6 +130,20 @@ def structural(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> dict[str, 
         out["x-kubernetes-preserve-unknown-fields"] = True
     out.update(extensions)
     return out
+
+
+def _exclusive_bounds(out: dict[str, Any]) -> None:
+    """JSON Schema's ``exclusiveMinimum: 0`` as OpenAPI 3.0 (and Kubernetes) spells it.
+
+    Pydantic writes draft 2020-12 (the bound itself); a CRD's schema wants ``minimum: 0``
+    with ``exclusiveMinimum: true`` (kubectl cannot read a number there, and the API server
+    refuses the CRD).
+    """
+    for bound, exclusive in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        value = out.get(exclusive)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[bound] = value
+            out[exclusive] = True
 
 
 def model_schema(model: type[BaseModel]) -> dict[str, Any]:

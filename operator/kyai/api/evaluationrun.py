@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
 
 from kyai.api._base import (
     ConfigMapKeyReference,
@@ -15,6 +25,9 @@ from kyai.api._base import (
     SecretKeyReference,
     StatusBase,
 )
+from kyai.api.plan import GeneratePlan, LmEvalPlan, RejudgePlan, RunPlan, legacy_plan
+from kyai.api.scores import PackedScores, ScoreInterval, question_scores
+from kyai.api.serving import ServingStatus
 from kyai.api.workload import Quantity
 
 PreservedObject = Annotated[
@@ -119,6 +132,10 @@ class GenerationSettings(KyaiModel):
     """Time one request may take."""
     max_retries: int = Field(default=5, ge=0, le=50)
     """Retries after 429, 5xx, time-outs and connection errors."""
+    stream: bool = True
+    """Ask for streamed answers (server-sent events), which time the first token (TTFT) and
+    each token after it; false: whole answers (the worker's --no-stream), no TTFT, TPOT or
+    ITL. The answers stored are the same either way."""
 
 
 class GenerationFrom(KyaiModel):
@@ -216,6 +233,16 @@ class PreprocessorSpec(KyaiModel):
         return self
 
 
+class NonInferiority(KyaiModel):
+    """Gate on a paired comparison with a baseline run (same comparison key, same rows)."""
+
+    baseline_ref: LocalObjectReference
+    """The EvaluationRun this run is compared with (the baseline; this run is the candidate)."""
+    margin: float = Field(ge=0, le=1)
+    """The margin M in score units (0.02 is 2 points): this run passes when the low end of the
+    95 % interval of the paired difference (this run - the baseline) is above -M."""
+
+
 class Thresholds(KyaiModel):
     """Gates reported in the Passed condition."""
 
@@ -229,6 +256,11 @@ class Thresholds(KyaiModel):
     """The lowest acceptable value of any metric in status.metrics, by its key
     ("gsm8k/exact_match,flexible-extract", "ifeval/prompt_level_strict_acc"); a gated metric
     that is missing fails the gate (and reads -1 in status.metrics)."""
+    non_inferiority: NonInferiority | None = None
+    """Passes when this run is non-inferior to a baseline run by a paired comparison of their
+    per-question scores (McNemar exact for 0/1 scores, else paired t; 95 % interval). The run
+    waits for the baseline to succeed once its own Jobs are done; runs of different comparison
+    keys or rows are never compared (Passed False, NotComparable)."""
 
     @field_validator("metrics")
     @classmethod
@@ -260,6 +292,43 @@ class JobSettings(KyaiModel):
     """Pod retries of each Job (a retried generation resumes where it stopped)."""
     active_deadline_seconds: int | None = Field(default=None, ge=60)
     """Time limit of each Job."""
+
+
+#: The kinds of run: generate answers then judge them, judge another run's stored answers
+#: again, run lm-evaluation-harness tasks. The status plan of each: :mod:`kyai.api.plan`.
+RunKindName = Literal["generate", "rejudge", "lmEval"]
+
+
+@dataclass(frozen=True)
+class KindField:
+    """A spec field that makes a run of another kind than generate + judge."""
+
+    kind: RunKindName
+    """The kind of run it makes."""
+    field: str
+    """The spec field (Python name)."""
+    needs: tuple[tuple[str, str], ...] = ()
+    """Other fields it needs, each with why."""
+    excludes: tuple[str, ...] = ()
+    """Fields it cannot be combined with."""
+
+
+#: The spec fields choosing the kind of run, the first set one wins (none: generate + judge).
+#: A new kind of run is one more line here (and its spec field).
+KIND_FIELDS: tuple[KindField, ...] = (
+    KindField(
+        "lmEval",
+        "lm_eval",
+        needs=(("workload_ref", "the server it asks"),),
+        excludes=("snapshot_ref", "judge", "judges", "generation_from", "preprocessors"),
+    ),
+    KindField("rejudge", "generation_from"),
+)
+
+
+def _spec_path(field: str) -> str:
+    """``spec.<camelCase>`` of a spec field's Python name."""
+    return f"spec.{to_camel(field)}"
 
 
 class EvaluationRunSpec(KyaiModel):
@@ -294,24 +363,10 @@ class EvaluationRunSpec(KyaiModel):
 
     @model_validator(mode="after")
     def _refs(self) -> EvaluationRunSpec:
-        if self.lm_eval is not None:
-            clash = [
-                field
-                for field, value in (
-                    ("spec.snapshotRef", self.snapshot_ref),
-                    ("spec.judge", self.judge),
-                    ("spec.judges", self.judges),
-                    ("spec.generationFrom", self.generation_from),
-                    ("spec.preprocessors", self.preprocessors),
-                )
-                if value
-            ]
-            if clash:
-                raise ValueError(f"spec.lmEval excludes {', '.join(clash)}")
-            if self.workload_ref is None:
-                raise ValueError("spec.lmEval needs spec.workloadRef (the server it asks)")
-            return self
-        if self.generation_from is None:
+        chosen = self.kind_field
+        if chosen is not None:
+            self._check_kind_field(chosen)
+        elif self.workload_ref is None or self.snapshot_ref is None:
             missing = [
                 field
                 for field, value in (
@@ -320,17 +375,41 @@ class EvaluationRunSpec(KyaiModel):
                 )
                 if value is None
             ]
-            if missing:
-                raise ValueError(
-                    f"{' and '.join(missing)} required (or spec.generationFrom to re-judge)"
-                )
+            raise ValueError(
+                f"{' and '.join(missing)} required (or spec.generationFrom to re-judge)"
+            )
         if self.judge is not None and self.judges:
             raise ValueError("set spec.judge or spec.judges, not both")
+        if self.thresholds is not None and self.thresholds.non_inferiority is not None:
+            if self.lm_eval is not None:
+                raise ValueError(
+                    "spec.thresholds.nonInferiority compares per-question scores, which "
+                    "spec.lmEval runs do not have: gate them with thresholds.metrics"
+                )
         if self.judges:
             names = [judge.name for judge in self.judges]
             if len(self.judges) > 1 and (None in names or len(set(names)) != len(names)):
                 raise ValueError("spec.judges: each judge needs a unique name")
         return self
+
+    def _check_kind_field(self, chosen: KindField) -> None:
+        clash = [_spec_path(field) for field in chosen.excludes if getattr(self, field)]
+        if clash:
+            raise ValueError(f"{_spec_path(chosen.field)} excludes {', '.join(clash)}")
+        for field, why in chosen.needs:
+            if getattr(self, field) is None:
+                raise ValueError(f"{_spec_path(chosen.field)} needs {_spec_path(field)} ({why})")
+
+    @property
+    def kind_field(self) -> KindField | None:
+        """The spec field that makes this run another kind than generate + judge, if any."""
+        return next((entry for entry in KIND_FIELDS if getattr(self, entry.field)), None)
+
+    @property
+    def kind(self) -> RunKindName:
+        """The kind of run: ``generate`` (+ judge), ``rejudge`` or ``lmEval``."""
+        chosen = self.kind_field
+        return chosen.kind if chosen is not None else "generate"
 
     def judge_list(self) -> list[JudgeSpec]:
         """The judges to run (an empty JudgeSpec stands for the default judge)."""
@@ -345,7 +424,7 @@ EvaluationRunPhase = Literal["Pending", "Generating", "Judging", "Succeeded", "F
 class Progress(KyaiModel):
     """Live progress reported by the workers."""
 
-    model_config = KyaiModel.model_config | {"extra": "ignore"}
+    model_config = KyaiModel.model_config | ConfigDict(extra="ignore")
 
     phase: str | None = None
     """generate or judge."""
@@ -362,7 +441,7 @@ class Progress(KyaiModel):
 class JudgeResult(KyaiModel):
     """One judge's result when several judges score the same answers."""
 
-    model_config = KyaiModel.model_config | {"extra": "ignore"}
+    model_config = KyaiModel.model_config | ConfigDict(extra="ignore")
 
     name: str
     """The judge's name."""
@@ -376,11 +455,18 @@ class JudgeResult(KyaiModel):
     """The judge model, or the grader's name."""
 
 
-class EvaluationRunStatus(StatusBase):
-    """The run's phase and, once judged, its scores."""
+class WorkerStatus(KyaiModel):
+    """The status fields a worker Job may write into its run (the operator owns the others).
 
-    phase: EvaluationRunPhase | None = None
-    """Pending, Generating, Judging, Succeeded or Failed."""
+    Workers (``kyai generate``, ``kyai judge``, ``kyai run``, ``kyai lm-eval``) report live
+    progress and, once done, their result; phase, conditions and the plan are the operator's.
+    A field a worker writes is added here (and so to :class:`EvaluationRunStatus`).
+    """
+
+    model_config = KyaiModel.model_config | ConfigDict(extra="forbid")
+
+    progress: Progress | None = None
+    """Live progress of the current phase."""
     avg_score: float | None = None
     """Mean score over every question (errors count 0)."""
     avg_latency_ms: float | None = None
@@ -393,24 +479,6 @@ class EvaluationRunStatus(StatusBase):
     """Rows scored 0 because of an error."""
     comparison_key: str | None = None
     """Results with equal keys may be ranked against each other."""
-    progress: Progress | None = None
-    """Live progress of the current phase."""
-    started_at: str | None = None
-    """When generation started."""
-    completed_at: str | None = None
-    """When the run finished."""
-    generation_job: str | None = None
-    """The generation Job's name."""
-    judge_job: str | None = None
-    """The judge Job's name."""
-    results_claim: str | None = None
-    """The PVC holding generations.jsonl, judgements.jsonl and summary.json."""
-    results_path: str | None = None
-    """The directory of this run's results inside the claim."""
-    model: str | None = None
-    """The candidate's served model name."""
-    framework: str | None = None
-    """The candidate's serving framework."""
     dataset: str | None = None
     """The snapshot's dataset name."""
     dataset_version: str | None = None
@@ -420,16 +488,18 @@ class EvaluationRunStatus(StatusBase):
     judge_model: str | None = None
     """The judge model (or grader) that scored the answers."""
     scores: list[float] | None = None
-    """Per-question scores in row order (compact; omitted for very large snapshots)."""
+    """Per-question scores in row order, for runs of at most 1,000 questions (larger runs:
+    scoresPacked)."""
+    scores_packed: PackedScores | None = None
+    """Per-question scores in row order, packed, for runs of more than 1,000 questions (none
+    when they do not fit its 256 KiB)."""
+    avg_score_interval: ScoreInterval | None = None
+    """The 95 % interval of avgScore (Wilson for 0/1 scores, else t; none under 2 questions)."""
+    serving: ServingStatus | None = None
+    """The generation phase's serving figures (TTFT, TPOT, ITL, E2E, throughput, GPU-seconds;
+    the engine's own under serving.server)."""
     judges: list[JudgeResult] | None = None
     """Per-judge results when several judges are listed."""
-    spec_hash: str | None = None
-    """Hash of the spec the run started with (later spec changes are ignored)."""
-    accepted_spec: PreservedObject | None = None
-    """The spec the run started with."""
-    plan: PreservedObject | None = None
-    """What the operator resolved when the run started (endpoints, models, Secret names,
-    worker arguments): the run goes on with it whatever changes afterwards."""
     metrics: dict[str, float] | None = Field(
         default=None, max_length=MAX_METRICS, json_schema_extra={"maxProperties": MAX_METRICS}
     )
@@ -440,3 +510,111 @@ class EvaluationRunStatus(StatusBase):
         Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),
     ] = None
     """Agreement between judges (exact agreement, mean absolute difference, Cohen's kappa)."""
+
+    def question_scores(self, *, where: str = "the run") -> tuple[float, ...]:
+        """Every question's score in row order, from ``scores`` or ``scoresPacked``.
+
+        Raises :class:`~kyai.api.scores.ScoresError` saying why there are none (``where``
+        names the run).
+        """
+        return question_scores(
+            self.scores, self.scores_packed, questions=self.questions, where=where
+        )
+
+
+class NonInferiorityResult(KyaiModel):
+    """The paired comparison with the baseline that set Passed (thresholds.nonInferiority)."""
+
+    model_config = KyaiModel.model_config | ConfigDict(extra="ignore")
+
+    baseline: str
+    """The baseline run."""
+    margin: float
+    """The margin M (score units)."""
+    questions: int
+    """Questions compared (paired)."""
+    mean_difference: float
+    """Mean of (this run's score - the baseline's) over the questions."""
+    standard_error: float
+    """sd/√n of those differences."""
+    low: float
+    """Low end of the difference's interval (t)."""
+    high: float
+    """High end of the difference's interval (t)."""
+    confidence: float
+    """The interval's confidence."""
+    test: Literal["mcnemar-exact", "paired-t"]
+    """The test: exact McNemar when every score of both runs is 0 or 1, else paired t."""
+    p_value: float
+    """Its two-sided p-value."""
+    non_inferior: bool
+    """Whether low > -margin."""
+
+
+#: The phases in which a run's worker Jobs run, and the status field naming each one's Job.
+JOB_PHASES: dict[str, str] = {"Generating": "generation_job", "Judging": "judge_job"}
+
+
+class RunStatusHead(StatusBase):
+    """The fields of a run's status the operator reads on every event (a quick parse)."""
+
+    phase: EvaluationRunPhase | None = None
+    """Pending, Generating, Judging, Succeeded or Failed."""
+    generation_job: str | None = None
+    """The generation Job's name."""
+    judge_job: str | None = None
+    """The judge Job's name."""
+    accepted_spec: PreservedObject | None = None
+    """The spec the run started with."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run has ended (Succeeded or Failed)."""
+        return self.phase in ("Succeeded", "Failed")
+
+    def current_job(self) -> str | None:
+        """The Job of the current phase (None outside Generating and Judging)."""
+        field = JOB_PHASES.get(self.phase or "")
+        return None if field is None else getattr(self, field)
+
+
+def _plan_schema() -> dict[str, Any]:
+    # Schemaless in the CRD: the operator alone writes it, through the models of kyai.api.plan.
+    return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+class EvaluationRunStatus(RunStatusHead, WorkerStatus):
+    """The run's phase and, once judged, its scores."""
+
+    model_config = StatusBase.model_config | ConfigDict(extra="ignore")
+
+    started_at: str | None = None
+    """When generation started."""
+    completed_at: str | None = None
+    """When the run finished."""
+    results_claim: str | None = None
+    """The PVC holding generations.jsonl, judgements.jsonl and summary.json."""
+    results_path: str | None = None
+    """The directory of this run's results inside the claim."""
+    workload: str | None = None
+    """The Workload whose answers are scored (a re-judge's: its source run's)."""
+    snapshot: str | None = None
+    """The Snapshot the answers are to (a re-judge's: its source run's)."""
+    model: str | None = None
+    """The candidate's served model name."""
+    framework: str | None = None
+    """The candidate's serving framework."""
+    spec_hash: str | None = None
+    """Hash of the spec the run started with (later spec changes are ignored)."""
+    non_inferiority: NonInferiorityResult | None = None
+    """The paired comparison with spec.thresholds.nonInferiority's baseline, once made."""
+    plan: Annotated[
+        RunPlan | None, BeforeValidator(legacy_plan), WithJsonSchema(_plan_schema())
+    ] = None
+    """What the operator resolved when the run started (endpoints, models, Secret names,
+    worker arguments): the run goes on with it whatever changes afterwards."""
+
+    @field_serializer("plan")
+    def _whole_plan(self, plan: GeneratePlan | RejudgePlan | LmEvalPlan | None) -> Any:
+        # Every field of the plan, its kind among them, even in a patch of the fields set.
+        return None if plan is None else plan.to_status()

@@ -152,3 +152,6 @@ class WorkloadStatus(StatusBase):
     """Replicas passing their readiness probe."""
     engine_args_hash: str | None = None
     """Hash of the EngineArgsSet the Deployment was built from."""
+    metrics_url: str | None = None
+    """The engine's Prometheus metrics (vLLM: always; SGLang: with --enable-metrics; none for
+    TensorRT-LLM and endpoint Workloads): runs read its serving histograms around generation."""

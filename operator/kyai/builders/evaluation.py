@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from kyai.api import GeneratePlan, JudgesPlan, SecretEnv
 from kyai.builders._common import (
     LABEL_NAME_MAX,
     WORKER_TMP_PATH,
@@ -23,7 +24,6 @@ from kyai.builders._common import (
     standard_labels,
     worker_security_context,
 )
-from kyai.builders.plan import JudgesPlan, Plan, SecretEnv
 from kyai.builders.worker_args import (
     GRADERS_MOUNT,
     PREPROCESS_KEY,
@@ -37,6 +37,7 @@ from kyai.constants import (
     LABEL_RUN,
     TERMINATION_MESSAGE_ENV,
 )
+from kyai.gateway import JUDGE_COMPONENT, token_mount, token_volume
 
 TMP_MOUNT = WORKER_TMP_PATH
 
@@ -62,11 +63,6 @@ def results_claim_name(run: str) -> str:
 def graders_config_map_name(run: str) -> str:
     """The ConfigMap holding a run's Python grader declarations."""
     return child_name(run, "-graders")
-
-
-def judge_secret_name(run: str) -> str:
-    """The Secret a run gets its copy of the platform judge's API key in."""
-    return child_name(run, "-judge-key")
 
 
 def worker_name(run: str) -> str:
@@ -182,17 +178,6 @@ def graders_config_map(
     }
 
 
-def judge_secret(owner: Mapping[str, Any], secret: SecretEnv, value: str) -> dict[str, Any]:
-    """The run's own copy of the platform judge's API key (``value`` base64 as read)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "Opaque",
-        "metadata": _metadata(owner, secret.secret, "judge"),
-        "data": {secret.key: value},
-    }
-
-
 @dataclass(frozen=True)
 class WorkerJob:
     """What differs between the generation and the judge Job."""
@@ -296,7 +281,7 @@ def worker_job(
     }
 
 
-def generation_job(run: str, plan: Plan) -> WorkerJob:
+def generation_job(run: str, plan: GeneratePlan) -> WorkerJob:
     """The generation Job of a plan: the candidate's key and the snapshot mounted."""
     return WorkerJob(
         name=generation_job_name(run),
@@ -315,20 +300,31 @@ def generation_job(run: str, plan: Plan) -> WorkerJob:
 
 
 def judge_job(run: str, judges: JudgesPlan, args: Sequence[str]) -> WorkerJob:
-    """The judge Job of a plan: the judge's key, and the graders' declarations if any."""
-    graders = bool(judges.graders)
+    """The judge Job of a plan: the judge's key, and the graders' declarations if any.
+
+    Behind the judge gateway (``llm.gateway_token``) the pod holds no key: it mounts a
+    projected ServiceAccount token for the gateway's audience instead, which the worker reads
+    (``--judge-api-key-file``) at each request the file changed for.
+    """
+    volumes: list[Mapping[str, Any]] = []
+    mounts: list[Mapping[str, Any]] = []
+    if judges.graders:
+        volumes.append({"name": "graders", "configMap": {"name": graders_config_map_name(run)}})
+        mounts.append({"name": "graders", "mountPath": GRADERS_MOUNT, "readOnly": True})
     llm = judges.llm
+    if llm is not None and llm.gateway_token is not None:
+        token = llm.gateway_token
+        volumes.append(
+            token_volume(audience=token.audience, expiration_seconds=token.expiration_seconds)
+        )
+        mounts.append(token_mount())
     return WorkerJob(
         name=judge_job_name(run),
-        component="judge",
+        component=JUDGE_COMPONENT,
         args=args,
         secrets=[llm.secret] if llm is not None and llm.secret else [],
-        extra_volumes=[{"name": "graders", "configMap": {"name": graders_config_map_name(run)}}]
-        if graders
-        else (),
-        extra_mounts=[{"name": "graders", "mountPath": GRADERS_MOUNT, "readOnly": True}]
-        if graders
-        else (),
+        extra_volumes=tuple(volumes),
+        extra_mounts=tuple(mounts),
     )
 
 

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
-from kyai.api import KyaiModel, LmEvalSpec
+from kyai.api import LmEvalDataFile, LmEvalPlan, LmEvalSpec, SecretEnv
 from kyai.builders._common import LABEL_NAME_MAX, child_name
-from kyai.builders.plan import SecretEnv
+from kyai.builders.evaluation import results_claim_name
 from kyai.builders.worker_args import CANDIDATE_KEY_ENV, results_path
 
 #: Where the lm-eval worker finds its data files.
@@ -26,21 +24,6 @@ LMEVAL_DATA_MOUNT = "/etc/kyai/lmeval"
 def lmeval_job_name(run: str) -> str:
     """The lm-eval Job's name (at most 63 characters, like the other worker Jobs)."""
     return child_name(run, "-lmeval", limit=LABEL_NAME_MAX)
-
-
-class LmEvalPlan(KyaiModel):
-    """What the lm-eval Job needs, resolved when the run starts (kept in ``status.plan``)."""
-
-    args: list[str]
-    """The worker's command line (``kyai lm-eval ...``)."""
-    tasks: list[str]
-    """The lm-eval tasks."""
-    volumes: list[dict[str, Any]] = Field(default_factory=list)
-    """The data files' volumes."""
-    mounts: list[dict[str, Any]] = Field(default_factory=list)
-    """Their mounts."""
-    candidate_secret: SecretEnv | None = None
-    """Where the pod reads the candidate's API key from."""
 
 
 def lmeval_plan(
@@ -53,8 +36,13 @@ def lmeval_plan(
     concurrency: int,
     request_timeout_seconds: int,
     candidate_secret: SecretEnv | None,
+    existing_claim: str | None = None,
 ) -> LmEvalPlan:
-    """The plan of ``spec``: the ``kyai lm-eval`` arguments and the data files' volumes."""
+    """The plan of ``spec``: the ``kyai lm-eval`` arguments and the data files' volumes.
+
+    The results go to ``existing_claim`` when the spec names one, else to the claim the
+    operator creates for the run.
+    """
     args = [
         "lm-eval",
         "--endpoint", endpoint,
@@ -83,37 +71,35 @@ def lmeval_plan(
             if value is not None and value != "":
                 args += ["--task-option", f"{task.name}:{option}={value}"]
         for data in task.data_files or []:
-            index = len(volumes)
-            volume = f"lmeval-data-{index}"
-            where = f"{LMEVAL_DATA_MOUNT}/{index}"
-            if data.config_map_ref is not None:
-                ref = data.config_map_ref
-                volumes.append(
-                    {
-                        "name": volume,
-                        "configMap": {
-                            "name": ref.name,
-                            "items": [{"key": ref.key, "path": "data.jsonl"}],
-                        },
-                    }
-                )
-                path = f"{where}/data.jsonl"
-            else:
-                pvc = data.persistent_volume_claim
-                assert pvc is not None
-                volumes.append(
-                    {
-                        "name": volume,
-                        "persistentVolumeClaim": {"claimName": pvc.claim_name, "readOnly": True},
-                    }
-                )
-                path = f"{where}/{pvc.path}"
-            mounts.append({"name": volume, "mountPath": where, "readOnly": True})
+            volume, mount, path = _data_file(data, len(volumes))
+            volumes.append(volume)
+            mounts.append(mount)
             args += ["--data-file", f"{task.name}:{data.split}={path}"]
     return LmEvalPlan(
+        results_claim=existing_claim or results_claim_name(run),
+        own_claim=existing_claim is None,
         args=args,
         tasks=[task.name for task in spec.tasks],
         volumes=volumes,
         mounts=mounts,
         candidate_secret=candidate_secret,
     )
+
+
+def _data_file(data: LmEvalDataFile, index: int) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The volume of a task's data file, its read-only mount, and the file's path there."""
+    volume = f"lmeval-data-{index}"
+    where = f"{LMEVAL_DATA_MOUNT}/{index}"
+    mount = {"name": volume, "mountPath": where, "readOnly": True}
+    if data.config_map_ref is not None:
+        ref = data.config_map_ref
+        items = [{"key": ref.key, "path": "data.jsonl"}]
+        return (
+            {"name": volume, "configMap": {"name": ref.name, "items": items}},
+            mount,
+            f"{where}/data.jsonl",
+        )
+    pvc = data.persistent_volume_claim
+    assert pvc is not None
+    claim = {"claimName": pvc.claim_name, "readOnly": True}
+    return {"name": volume, "persistentVolumeClaim": claim}, mount, f"{where}/{pvc.path}"

@@ -6,8 +6,8 @@ The operator starts its Jobs with these arguments and nothing else; the flags ar
 
 from __future__ import annotations
 
-from kyai.api import GenerationSettings
-from kyai.builders.plan import JudgesPlan
+from kyai.api import GenerationSettings, JudgesPlan
+from kyai.gateway import TOKEN_MOUNT_PATH
 
 #: Where the worker containers find things.
 SNAPSHOT_MOUNT = "/etc/kyai/snapshot"
@@ -21,6 +21,11 @@ PREPROCESS_KEY = "_preprocess.json"
 #: Environment variables the workers read secrets from (named by --api-key-env flags).
 CANDIDATE_KEY_ENV = "KYAI_CANDIDATE_API_KEY"
 JUDGE_KEY_ENV = "KYAI_JUDGE_API_KEY"
+
+
+def gateway_token_file() -> str:
+    """Where a judge pod behind the judge gateway reads its token (``token_mount()``'s file)."""
+    return f"{TOKEN_MOUNT_PATH}/token"
 
 
 def results_path(run: str) -> str:
@@ -47,8 +52,15 @@ def generation_args(
     api_key: bool,
     context_window: int | None,
     preprocess: bool = False,
+    server_metrics: str | None = None,
+    gpus: int | None = None,
 ) -> list[str]:
-    """``kyai generate`` over the mounted snapshot, answers into the run's results folder."""
+    """``kyai generate`` over the mounted snapshot, answers into the run's results folder.
+
+    Streamed unless ``generation.stream`` is false (``--no-stream``); a served Workload adds
+    its engine's metrics URL (``--server-metrics``: the engine's own histograms are read
+    before and after the phase) and its GPU count (``--gpus``: GPU-seconds of the phase).
+    """
     args = [
         "generate",
         "--snapshot", SNAPSHOT_MOUNT,
@@ -63,6 +75,12 @@ def generation_args(
         args += ["--context-window", str(context_window)]
     if preprocess:
         args += ["--preprocess", f"{GRADERS_MOUNT}/{PREPROCESS_KEY}"]
+    if not generation.stream:
+        args.append("--no-stream")
+    if server_metrics:
+        args += ["--server-metrics", server_metrics]
+    if gpus:
+        args += ["--gpus", str(gpus)]
     return args
 
 
@@ -92,7 +110,9 @@ def judge_args(
     llm = judges.llm
     if llm is not None:
         args += ["--judge-endpoint", llm.endpoint, "--judge-model", llm.model]
-        if llm.secret is not None:
+        if llm.gateway_token is not None:
+            args += ["--judge-api-key-file", gateway_token_file()]
+        elif llm.secret is not None:
             args += ["--judge-api-key-env", JUDGE_KEY_ENV]
         if llm.prompt and judges.use_llm:
             args += ["--judge-prompt", llm.prompt]

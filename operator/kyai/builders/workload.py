@@ -68,6 +68,11 @@ def workload_endpoint(workload_name: str, namespace: str) -> str:
     return f"http://{engine_name(workload_name)}.{namespace}.svc:{ENGINE_PORT}/v1"
 
 
+def workload_metrics_url(workload_name: str, namespace: str, path: str) -> str:
+    """The in-cluster URL of a Workload's engine metrics route (``path``: ``/metrics``)."""
+    return f"http://{engine_name(workload_name)}.{namespace}.svc:{ENGINE_PORT}{path}"
+
+
 def workload_selector(workload_name: str) -> dict[str, str]:
     """The labels selecting a Workload's engine pods.
 

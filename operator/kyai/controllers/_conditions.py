@@ -7,8 +7,8 @@ condition records the ``observedGeneration`` it was computed from.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from kyai._clock import now as now  # re-exported: c.now() in the controllers
 from kyai.api import Condition, ConditionStatus
@@ -45,8 +45,15 @@ SNAPSHOT_NOT_FOUND = "SnapshotNotFound"
 SNAPSHOT_NOT_READY = "SnapshotNotReady"
 SOURCE_RUN_NOT_FOUND = "SourceRunNotFound"
 SOURCE_RUN_NOT_READY = "SourceRunNotReady"
+SOURCE_RUN_FAILED = "SourceRunFailed"
+ENGINE_NOT_STARTING = "EngineNotStarting"
 JUDGE_NOT_CONFIGURED = "JudgeNotConfigured"
 JUDGE_NOT_READY = "JudgeNotReady"
+#: A run that names no judge in a namespace ``defaultJudge.namespaceSelector`` leaves out.
+DEFAULT_JUDGE_NOT_ALLOWED = "DefaultJudgeNotAllowed"
+#: A run that names no judge, outside the namespace of the default judge's key, without the
+#: judge gateway (the key is never copied into a tenant's namespace).
+DEFAULT_JUDGE_NEEDS_GATEWAY = "DefaultJudgeNeedsGateway"
 GENERATING = "Generating"
 JUDGING = "Judging"
 GENERATION_FAILED = "GenerationFailed"
@@ -54,55 +61,63 @@ JUDGING_FAILED = "JudgingFailed"
 RESULT_MISSING = "ResultMissing"
 WORKER_NOT_STARTING = "WorkerNotStarting"
 SECRET_NOT_FOUND = "SecretNotFound"
+CLAIM_NOT_FOUND = "ClaimNotFound"
 FORBIDDEN = "Forbidden"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 THRESHOLDS_MET = "ThresholdsMet"
 THRESHOLDS_MISSED = "ThresholdsMissed"
+BASELINE_NOT_FOUND = "BaselineNotFound"
+BASELINE_NOT_READY = "BaselineNotReady"
+BASELINE_FAILED = "BaselineFailed"
+NOT_COMPARABLE = "NotComparable"
+SCORES_UNAVAILABLE = "ScoresUnavailable"
+#: An EvaluationSweep whose Workloads and EngineArgsSets give no cell (no shared framework).
+NO_CELLS = "NoCells"
+
+
+@dataclass(frozen=True)
+class Change:
+    """A condition to set: its type, status (None: Unknown), reason and message."""
+
+    type: str
+    status: bool | None
+    reason: str
+    message: str
 
 
 def set_condition(
-    conditions: Sequence[Mapping[str, Any]] | None,
-    type_: str,
-    status: bool | None,
-    reason: str,
-    message: str,
-    *,
-    generation: int | None,
-) -> list[dict[str, Any]]:
-    """A new list with ``type_`` set; the transition time moves only when the status does."""
-    value: ConditionStatus = "Unknown" if status is None else ("True" if status else "False")
-    result: list[dict[str, Any]] = []
-    previous: Condition | None = None
-    for condition in conditions or ():
-        if condition.get("type") == type_:
-            previous = Condition.model_validate(condition)
-        else:
-            result.append(dict(condition))
-    since = now()
-    if previous is not None and previous.status == value:
-        since = previous.last_transition_time
+    conditions: Sequence[Condition], change: Change, *, generation: int | None
+) -> list[Condition]:
+    """A new list with ``change`` applied; the transition time moves only when the status does.
+
+    A new type goes at the end; an existing one keeps its place.
+    """
+    value: ConditionStatus = (
+        "Unknown" if change.status is None else ("True" if change.status else "False")
+    )
+    previous = find_condition(conditions, change.type)
+    since = (
+        previous.last_transition_time
+        if previous is not None and previous.status == value
+        else now()
+    )
     updated = Condition(
-        type=type_,
+        type=change.type,
         status=value,
-        reason=reason,
-        message=message,
+        reason=change.reason,
+        message=change.message,
         last_transition_time=since,
         observed_generation=generation,
     )
-    index = next((i for i, c in enumerate(conditions or ()) if c.get("type") == type_), len(result))
-    result.insert(index, updated.model_dump(mode="json", by_alias=True))
-    return result
+    if previous is None:
+        return [*conditions, updated]
+    return [updated if found.type == change.type else found for found in conditions]
 
 
-def get_condition(
-    conditions: Sequence[Mapping[str, Any]] | None, type_: str
-) -> Mapping[str, Any] | None:
+def find_condition(conditions: Sequence[Condition], type_: str) -> Condition | None:
     """The condition of a type, if set."""
-    for condition in conditions or ():
-        if condition.get("type") == type_:
-            return condition
-    return None
+    return next((found for found in conditions if found.type == type_), None)
 
 
 def validation_message(error: Exception) -> str:
@@ -125,6 +140,7 @@ RECONCILING_PHASES: Mapping[str, frozenset[str]] = {
     "Workload": frozenset({"Pending", "Deploying"}),
     "Snapshot": frozenset({"Pending", "Resolving"}),
     "EngineArgsSet": frozenset(),
+    "EvaluationSweep": frozenset({"Pending", "Running"}),
 }
 #: Phases that cannot progress without a change by a person (kstatus ``Stalled``).
 STALLED_PHASES: Mapping[str, frozenset[str]] = {
@@ -132,12 +148,37 @@ STALLED_PHASES: Mapping[str, frozenset[str]] = {
     "Workload": frozenset({"Failed"}),
     "Snapshot": frozenset({"Failed"}),
     "EngineArgsSet": frozenset({"Invalid"}),
+    "EvaluationSweep": frozenset({"Failed"}),
 }
 #: Waiting reasons for an object that does not exist: Stalled once the grace period is over.
 MISSING_REFERENCE = frozenset(
-    {WORKLOAD_NOT_FOUND, SNAPSHOT_NOT_FOUND, SOURCE_RUN_NOT_FOUND, ENGINE_ARGS_NOT_FOUND}
+    {
+        WORKLOAD_NOT_FOUND,
+        SNAPSHOT_NOT_FOUND,
+        SOURCE_RUN_NOT_FOUND,
+        BASELINE_NOT_FOUND,
+        ENGINE_ARGS_NOT_FOUND,
+        SECRET_NOT_FOUND,
+        CLAIM_NOT_FOUND,
+    }
 )
-#: How long a missing reference is waited for before the object is called Stalled.
+#: Waiting reasons that no wait can cure (a source run or baseline that Failed never
+#: succeeds; a sweep's spec the listed objects make invalid; a namespace the default judge's
+#: selector leaves out, or a default judge that needs the gateway): Stalled at once, and no
+#: longer Stalled when the cause goes (the run re-created and Succeeded, the spec or objects
+#: changed, the namespace labelled, the gateway set).
+STALLING = frozenset(
+    {
+        SOURCE_RUN_FAILED,
+        BASELINE_FAILED,
+        INVALID_SPEC,
+        NO_CELLS,
+        DEFAULT_JUDGE_NOT_ALLOWED,
+        DEFAULT_JUDGE_NEEDS_GATEWAY,
+    }
+)
+#: How long a missing reference is waited for before the object is called Stalled (the
+#: operator's ``missing_reference_grace_seconds`` setting overrides it).
 MISSING_REFERENCE_GRACE_SECONDS = 300.0
 
 
@@ -160,30 +201,32 @@ def kstatus_changes(
     *,
     created: str | None = None,
     at: str | None = None,
-) -> list[tuple[str, bool, str, str]]:
+    grace: float = MISSING_REFERENCE_GRACE_SECONDS,
+) -> list[Change]:
     """``Reconciling`` and ``Stalled`` for an object of ``kind`` in ``phase``.
 
     kstatus reads an object as InProgress while ``Reconciling`` is True, Failed while
     ``Stalled`` is True, and Current otherwise (with ``observedGeneration`` caught up), so
     both are always written, False when they do not hold. ``reason``/``message`` are those
     of the phase (the ``Ready`` condition's). A wait for an object that does not exist
-    (``MISSING_REFERENCE``) turns Stalled once the object is older than the grace period.
+    (``MISSING_REFERENCE``) turns Stalled once the object is older than ``grace`` seconds; a
+    wait no time can end (``STALLING``) is Stalled at once.
     """
     reconciling = phase in RECONCILING_PHASES.get(kind, frozenset())
     stalled = phase in STALLED_PHASES.get(kind, frozenset())
-    if (
-        reconciling
-        and reason in MISSING_REFERENCE
-        and _age_seconds(created, at or now()) >= MISSING_REFERENCE_GRACE_SECONDS
+    if reconciling and reason in STALLING:
+        reconciling, stalled = False, True
+    elif (
+        reconciling and reason in MISSING_REFERENCE and _age_seconds(created, at or now()) >= grace
     ):
         reconciling, stalled = False, True
-        message = f"{message} (for more than {MISSING_REFERENCE_GRACE_SECONDS:.0f}s)"
+        message = f"{message} (for more than {grace:.0f}s)"
     return [
-        (
+        Change(
             RECONCILING,
             reconciling,
             reason if reconciling else phase,
             message if reconciling else "",
         ),
-        (STALLED, stalled, reason if stalled else phase, message if stalled else ""),
+        Change(STALLED, stalled, reason if stalled else phase, message if stalled else ""),
     ]

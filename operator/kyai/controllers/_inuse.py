@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kyai.api import RunStatusHead
 from kyai.constants import IN_USE_FINALIZER
 from kyai.controllers._kube import JSON_PATCH, KubeError
 from kyai.controllers._services import Services
@@ -52,7 +53,8 @@ def to_protect(
 
 def references(run: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(kind, name) of the protected objects ``run`` names (its accepted spec if it has one)."""
-    spec = ((run.get("status") or {}).get("acceptedSpec")) or run.get("spec") or {}
+    accepted = RunStatusHead.model_validate(run.get("status") or {}).accepted_spec
+    spec = accepted or run.get("spec") or {}
     found = []
     for kind, field in PROTECTED.items():
         ref = spec.get(field) or {}
@@ -63,7 +65,7 @@ def references(run: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def _uses(run: Mapping[str, Any], kind: str, name: str) -> bool:
     meta = run.get("metadata") or {}
-    phase = (run.get("status") or {}).get("phase")
+    phase = RunStatusHead.model_validate(run.get("status") or {}).phase
     return (
         phase in USING_PHASES
         and not meta.get("deletionTimestamp")

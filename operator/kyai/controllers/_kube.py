@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "ServiceAccount": ("v1", "serviceaccounts"),
     "PersistentVolumeClaim": ("v1", "persistentvolumeclaims"),
     "Pod": ("v1", "pods"),
+    "Namespace": ("v1", "namespaces"),
     "Event": ("v1", "events"),
     "Deployment": ("apps/v1", "deployments"),
     "Job": ("batch/v1", "jobs"),
@@ -114,10 +115,12 @@ class KubeClient:
         """Load credentials as kubectl would: $KUBECONFIG / ~/.kube/config, else in-cluster."""
         from kubernetes import client, config
 
+        from kyai._kubeconfig import load_kube_config
+
         configuration = client.Configuration()
         token_file: Path | None = None
         try:
-            config.load_kube_config(client_configuration=configuration)
+            load_kube_config(client_configuration=configuration)
         except config.ConfigException:
             config.load_incluster_config(client_configuration=configuration)
             token_file = _IN_CLUSTER_TOKEN
@@ -205,6 +208,25 @@ class KubeClient:
                 return None
             raise
 
+    async def pages(
+        self, kind: str, namespace: str | None, *, label_selector: str | None = None
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """:meth:`list`, one page at a time.
+
+        A caller that keeps few of the objects (the resync keeps the unfinished runs of
+        10,000) never holds them all at once.
+        """
+        params = {"limit": str(LIST_PAGE_SIZE)}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        while True:
+            result = await self.request("GET", resource_path(kind, namespace), params=params)
+            yield result.get("items") or []
+            token = (result.get("metadata") or {}).get("continue")
+            if not token:
+                return
+            params["continue"] = str(token)
+
     async def list(
         self, kind: str, namespace: str | None, *, label_selector: str | None = None
     ) -> list[dict[str, Any]]:
@@ -214,17 +236,10 @@ class KubeClient:
         the API server never builds, nor this process parses in one go (blocking its event
         loop), the list of thousands of runs and Jobs a resync reads.
         """
-        params = {"limit": str(LIST_PAGE_SIZE)}
-        if label_selector:
-            params["labelSelector"] = label_selector
         items: list[dict[str, Any]] = []
-        while True:
-            result = await self.request("GET", resource_path(kind, namespace), params=params)
-            items.extend(result.get("items") or [])
-            token = (result.get("metadata") or {}).get("continue")
-            if not token:
-                return items
-            params["continue"] = str(token)
+        async for page in self.pages(kind, namespace, label_selector=label_selector):
+            items.extend(page)
+        return items
 
     async def create(self, obj: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         """Create ``obj``; when it exists already, return the existing one. (obj, created)."""

@@ -142,6 +142,33 @@ def failure_message(pods: Iterable[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def job_finished(job: Mapping[str, Any]) -> bool:
+    """Whether a Job has ended, succeeded or failed."""
+    return job_state(job)[0] in ("succeeded", "failed")
+
+
+def age_seconds(obj: Mapping[str, Any], now: datetime | None = None) -> float | None:
+    """Seconds since the object's creation (None when it does not say)."""
+    created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    if created is None:
+        return None
+    return ((now or datetime.now(UTC)) - created).total_seconds()
+
+
+def may_be_stuck(
+    job: Mapping[str, Any] | None, *, grace: float, now: datetime | None = None
+) -> bool:
+    """A running Job without a ready pod, older than ``grace`` seconds at ``now``.
+
+    Its pods are worth a look then (they normally start within the grace; a reconcile of
+    1,000 runs should not list pods every few seconds each).
+    """
+    if job is None or (job.get("status") or {}).get("ready") or job_finished(job):
+        return False
+    age = age_seconds(job, now)
+    return age is None or age > grace
+
+
 def job_state(job: Mapping[str, Any] | None) -> tuple[str, str]:
     """("missing" | "running" | "succeeded" | "failed", message) of a Job."""
     if job is None:

@@ -7,7 +7,7 @@ import contextlib
 import heapq
 import itertools
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -26,6 +26,9 @@ PARSED_CACHE_SIZE = 4096
 
 _T = TypeVar("_T")
 
+#: A cached object's key: (kind, namespace, name).
+Key = tuple[str, str, str]
+
 #: The kinds whose objects :class:`Services` keeps as last seen by a watch (runs read them).
 CACHED_KINDS = ("EngineArgsSet", "Workload", "Snapshot", "EvaluationRun")
 
@@ -42,10 +45,13 @@ class Slots:
         self._free = size
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
+        #: Waiters not handed a slot yet (the heap also holds cancelled ones until popped):
+        #: counted, so that :meth:`locked` does not scan a backlog of thousands per call.
+        self._waiting = 0
 
     def locked(self) -> bool:
         """Whether an acquire would wait."""
-        return self._free == 0 or any(not fut.done() for _, _, fut in self._waiters)
+        return self._free == 0 or self._waiting > 0
 
     async def acquire(self, priority: int = NORMAL) -> None:
         """Take a slot, after every waiter of a lower ``priority`` number."""
@@ -54,11 +60,15 @@ class Slots:
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (priority, next(self._order), future))
+        self._waiting += 1
         try:
             await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 self.release()  # handed a slot while being cancelled: pass it on
+            else:
+                future.cancel()
+                self._waiting -= 1  # never handed one: no longer waiting
             raise
 
     def release(self) -> None:
@@ -67,6 +77,7 @@ class Slots:
             _, _, future = heapq.heappop(self._waiters)
             if not future.done():
                 future.set_result(None)
+                self._waiting -= 1
                 return
         self._free += 1
 
@@ -86,6 +97,17 @@ def _newer(seen: Mapping[str, Any], known: Mapping[str, Any] | None) -> bool:
     return True
 
 
+def _waiting(status: Mapping[str, Any]) -> bool:
+    """Whether a run's status says it waits: Pending, or its Progressing condition False."""
+    if status.get("phase") == "Pending":
+        return True
+    return any(
+        condition.get("type") == "Progressing" and condition.get("status") == "False"
+        for condition in status.get("conditions") or ()
+        if isinstance(condition, Mapping)
+    )
+
+
 @dataclass
 class Services:
     """The operator's clients and settings."""
@@ -101,9 +123,19 @@ class Services:
     """Workloads, Snapshots and unfinished runs as last seen by a watch or written (a cache,
     as an informer's: reconciles read it instead of a GET each; see :meth:`cached`)."""
     _parsed: OrderedDict[tuple[str, str], Any] = field(default_factory=OrderedDict)
-    rejudging: set[tuple[str, str, str]] = field(default_factory=set)
-    """The keys in :attr:`seen` of runs with ``spec.generationFrom`` (an index: a finished
-    run looks for the runs that re-judge it among these, not among every unfinished run)."""
+    finished: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    """The uid of each run last seen finished, by key: a finished run is not kept in
+    :attr:`seen`, and a copy of it that is not finished arriving later is stale (the watch
+    behind the operator's own writes delivering the run's create event after it Succeeded);
+    :meth:`remember` refuses it, so that nothing is cached or reconciled from it."""
+    pending: set[tuple[str, str, str]] = field(default_factory=set)
+    """The keys in :attr:`seen` of waiting runs: Pending, or held in their phase (their
+    Progressing condition False: a run waiting for its baseline). An index: an object
+    becoming ready looks for the runs waiting for it among these, not among every unfinished
+    run."""
+    _references_of: Callable[[Mapping[str, Any]], Iterable[Hashable]] | None = None
+    _waits: dict[tuple[str, Hashable], set[Key]] = field(default_factory=dict)
+    _waits_of: dict[Key, tuple[tuple[Any, Any], tuple[Hashable, ...]]] = field(default_factory=dict)
 
     @property
     def slots(self) -> Slots:
@@ -168,33 +200,95 @@ class Services:
             self._parsed.popitem(last=False)
         return value
 
+    def index_pending(
+        self, references_of: Callable[[Mapping[str, Any]], Iterable[Hashable]]
+    ) -> None:
+        """Index :attr:`pending` by what each waiting run waits for (``references_of`` a run).
+
+        A second index beside :attr:`pending`: with 10,000 runs Pending (created with their
+        Workloads, in one sync), each Workload turning Ready looked at every one of them
+        (10,000 specs read per event); :meth:`waiting_on` finds the runs of one reference.
+        A run is indexed when it becomes waiting, and again when its uid or generation
+        changes (its spec, hence what it waits for).
+        """
+        self._references_of = references_of
+        self._waits.clear()
+        self._waits_of.clear()
+        for key in self.pending:
+            self._index(key, self.seen[key])
+
+    def waiting_on(self, namespace: str, reference: Hashable) -> set[Key]:
+        """The keys of the waiting runs of ``namespace`` that wait for ``reference``."""
+        return set(self._waits.get((namespace, reference), ()))
+
+    def _pend(self, key: Key, body: Mapping[str, Any]) -> None:
+        self.pending.add(key)
+        self._index(key, body)
+
+    def _index(self, key: Key, body: Mapping[str, Any]) -> None:
+        if self._references_of is None:
+            return
+        meta = body.get("metadata") or {}
+        stamp = (meta.get("uid"), meta.get("generation"))
+        known = self._waits_of.get(key)
+        if known is not None and known[0] == stamp:
+            return
+        self._unindex(key)
+        refs = tuple(self._references_of(body))
+        self._waits_of[key] = (stamp, refs)
+        for ref in refs:
+            self._waits.setdefault((key[1], ref), set()).add(key)
+
+    def _unpend(self, key: Key) -> None:
+        self.pending.discard(key)
+        self._unindex(key)
+
+    def _unindex(self, key: Key) -> None:
+        known = self._waits_of.pop(key, None)
+        for ref in known[1] if known is not None else ():
+            keys = self._waits.get((key[1], ref))
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._waits[(key[1], ref)]
+
     def forget(self, kind: str, namespace: str, name: str) -> None:
         """Drop the lock and the cached copy of a deleted object."""
         self._locks.pop((kind, namespace, name), None)
         self.seen.pop((kind, namespace, name), None)
-        self.rejudging.discard((kind, namespace, name))
+        self._unpend((kind, namespace, name))
+        self.finished.pop((kind, namespace, name), None)
 
-    def remember(self, body: Mapping[str, Any]) -> None:
-        """Keep ``body`` (a watch event's object or a write's answer) unless newer is kept.
+    def remember(self, body: Mapping[str, Any]) -> bool:
+        """Keep ``body`` (a watch event's object or a write's answer) unless newer is known.
 
-        A finished run is dropped instead (nothing reads it any more).
+        Returns whether it is current (False: stale, act on nothing it says). A finished run
+        is dropped instead (nothing reads it any more), its uid kept in :attr:`finished`: a
+        later copy of that run saying it is not finished is stale.
         """
         meta = body.get("metadata") or {}
         kind = str(body.get("kind") or "")
         if kind not in CACHED_KINDS or not meta.get("namespace") or not meta.get("name"):
-            return
+            return True
         key = (kind, str(meta["namespace"]), str(meta["name"]))
-        if kind == "EvaluationRun" and (body.get("status") or {}).get("phase") in (
-            "Succeeded",
-            "Failed",
-        ):
-            self.seen.pop(key, None)
-            self.rejudging.discard(key)
-            return
-        if _newer(body, self.seen.get(key)):
-            self.seen[key] = dict(body)
-            if kind == "EvaluationRun" and (body.get("spec") or {}).get("generationFrom"):
-                self.rejudging.add(key)
+        if kind == "EvaluationRun":
+            uid = str(meta.get("uid") or "")
+            if (body.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                self.seen.pop(key, None)
+                self._unpend(key)
+                if uid:
+                    self.finished[key] = uid
+                return True
+            if uid and self.finished.get(key) == uid:
+                return False  # that run has finished: a finished run never goes back
+        if not _newer(body, self.seen.get(key)):
+            return False
+        self.seen[key] = dict(body)
+        if kind == "EvaluationRun" and _waiting(body.get("status") or {}):
+            self._pend(key, body)
+        else:
+            self._unpend(key)
+        return True
 
     async def cached(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object as last seen, else as the API server has it (None: it does not exist).

@@ -15,10 +15,16 @@ from typing import Any
 from kyai.api import Condition, StatusBase, status_patch
 from kyai.builders import spec_hash
 from kyai.controllers import _conditions as c
+from kyai.controllers._conditions import Change
 from kyai.controllers._services import Services, post_event
 
-#: A condition change: (type, status True/False/None=Unknown, reason, message).
-Change = tuple[str, bool | None, str, str]
+__all__ = ["Change", "StatusWriter", "spec_changed"]
+
+
+class _Seen(StatusBase):
+    """What the writer reads of any kind's status: its phase and conditions."""
+
+    phase: str | None = None
 
 
 def _legacy_spec_hash(spec: Mapping[str, Any]) -> str:
@@ -61,14 +67,20 @@ class StatusWriter:
         self.status.update(status)
         self.revision += 1
 
+    def seen(self) -> _Seen:
+        """The phase, message and conditions as last read or written."""
+        return _Seen.model_validate(self.status)
+
+    def condition(self, type_: str) -> Condition | None:
+        """The condition of ``type_`` as last read or written."""
+        return self.seen().condition(type_)
+
     def conditions(self, *changes: Change) -> list[Condition]:
         """The status conditions with ``changes`` applied."""
-        conditions = self.status.get("conditions") or []
-        for type_, value, reason, message in changes:
-            conditions = c.set_condition(
-                conditions, type_, value, reason, message, generation=self.generation
-            )
-        return [Condition.model_validate(condition) for condition in conditions]
+        conditions = list(self.seen().conditions)
+        for change in changes:
+            conditions = c.set_condition(conditions, change, generation=self.generation)
+        return conditions
 
     def _kstatus(self, fields: StatusBase) -> None:
         """Add ``Reconciling``/``Stalled`` to a write that sets the phase and the conditions.
@@ -79,20 +91,19 @@ class StatusWriter:
         phase = getattr(fields, "phase", None)
         if phase is None or "conditions" not in fields.model_fields_set:
             return
-        ready = next((cond for cond in fields.conditions if cond.type == c.READY), None)
+        ready = fields.condition(c.READY)
         reason = ready.reason if ready is not None else str(phase)
         message = fields.message or (ready.message if ready is not None else "")
-        conditions: list[dict[str, Any]] = [
-            cond.model_dump(mode="json", by_alias=True) for cond in fields.conditions
-        ]
+        conditions = list(fields.conditions)
         created = self.body.get("metadata", {}).get("creationTimestamp")
-        for type_, value, why, text in c.kstatus_changes(
-            self.kind, str(phase), reason, message, created=created
+        for change in c.kstatus_changes(
+            self.kind, str(phase), reason, message, created=created, grace=self._grace()
         ):
-            conditions = c.set_condition(
-                conditions, type_, value, why, text, generation=self.generation
-            )
-        fields.conditions = [Condition.model_validate(cond) for cond in conditions]
+            conditions = c.set_condition(conditions, change, generation=self.generation)
+        fields.conditions = conditions
+
+    def _grace(self) -> float:
+        return self.svc.settings.missing_reference_grace_seconds
 
     def _body(self, fields: StatusBase) -> dict[str, Any]:
         fields.observed_generation = self.generation
@@ -105,21 +116,20 @@ class StatusWriter:
         A wait for a missing reference becomes Stalled after a grace period without any
         change of its own; a reconciler that skips unchanged writes asks this first.
         """
-        phase = self.status.get("phase")
-        if phase is None:
+        seen = self.seen()
+        if seen.phase is None:
             return False
-        conditions = self.status.get("conditions")
-        ready = c.get_condition(conditions, c.READY) or {}
+        ready = seen.condition(c.READY)
         changes = c.kstatus_changes(
             self.kind,
-            str(phase),
-            str(ready.get("reason") or phase),
-            str(self.status.get("message") or ""),
+            seen.phase,
+            ready.reason if ready is not None else seen.phase,
+            seen.message or "",
             created=self.body.get("metadata", {}).get("creationTimestamp"),
+            grace=self._grace(),
         )
-        wanted = "True" if changes[1][1] else "False"
-        recorded = (c.get_condition(conditions, c.STALLED) or {}).get("status")
-        return recorded != wanted and wanted == "True"
+        stalled = seen.condition(c.STALLED)
+        return changes[1].status is True and (stalled is None or stalled.status != "True")
 
     def unchanged(self, fields: StatusBase) -> bool:
         """Whether writing ``fields`` would change nothing."""
@@ -144,10 +154,12 @@ class StatusWriter:
 
     async def note_spec_change(self, message: str) -> None:
         """Degraded/SpecImmutable with ``message`` and a Warning event, once."""
-        condition = c.get_condition(self.status.get("conditions"), c.DEGRADED)
-        if condition is not None and condition.get("reason") == c.SPEC_IMMUTABLE:
+        condition = self.condition(c.DEGRADED)
+        if condition is not None and condition.reason == c.SPEC_IMMUTABLE:
             return
         await self.patch(
-            StatusBase(conditions=self.conditions((c.DEGRADED, True, c.SPEC_IMMUTABLE, message)))
+            StatusBase(
+                conditions=self.conditions(Change(c.DEGRADED, True, c.SPEC_IMMUTABLE, message))
+            )
         )
         self.event("Warning", c.SPEC_IMMUTABLE, message)

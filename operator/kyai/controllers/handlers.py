@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import kopf
@@ -23,32 +23,24 @@ from kyai.constants import (
     LABEL_MANAGED_BY,
     LABEL_RUN,
     LABEL_SNAPSHOT,
+    LABEL_SWEEP,
     LABEL_WORKLOAD,
     MANAGER,
     VERSION,
 )
 from kyai.controllers import _kopf_json
-from kyai.controllers import evaluationrun as _runs
 from kyai.controllers import snapshot as _snapshots
 from kyai.controllers import workload as _workloads
 from kyai.controllers._diffbase import DigestDiffBaseStorage
-from kyai.controllers._inuse import references, release_if_unused, release_references
-from kyai.controllers._kube import KubeClient, KubeError
-from kyai.controllers._services import NEW, NORMAL, URGENT, Services, services
-from kyai.controllers.evaluationrun import look_later, resync_forever
-from kyai.metrics import RunMetrics
+from kyai.controllers._inuse import release_if_unused
+from kyai.controllers._kube import KubeClient
+from kyai.controllers._services import Services, services
+from kyai.controllers.evaluationsweep import Sweeps
+from kyai.controllers.scheduling import Scheduler
+from kyai.metrics import RunMetrics, SweepMetrics
 from kyai.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
-
-#: How often the runs that are not finished are looked at, whatever happens (a safety net: Job
-#: and run events move runs on; this catches pods that cannot start, waits, deadlines and lost
-#: events). One loop for all runs (two LISTs a tick; a per-run kopf timer fired 43,000 times
-#: at 1,000 runs); the first look comes as late, not right after the create handler's.
-RUN_RESYNC_SECONDS = 20.0
-
-#: Seconds after a failed API call before a run's event handler is tried again.
-RETRY_SECONDS = 5.0
 
 #: The kinds with kopf create/update/resume handlers (the only ones kopf needs a diff base of).
 CHANGING_KINDS = ("EngineArgsSet", "Workload", "Snapshot")
@@ -74,7 +66,6 @@ def _counted(
     return counted
 
 
-reconcile_run = _counted("EvaluationRun", _runs.reconcile_run)
 reconcile_snapshot = _counted("Snapshot", _snapshots.reconcile_snapshot)
 reconcile_engine_args = _counted("EngineArgsSet", _workloads.reconcile_engine_args)
 reconcile_workload = _counted("Workload", _workloads.reconcile_workload)
@@ -133,13 +124,14 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     _register_workloads(registry, settings)
     _register_snapshots(registry)
     _register_runs(registry)
+    _register_sweeps(registry)
     return registry
 
 
 def _register_lifecycle(registry: kopf.OperatorRegistry) -> None:
     """Start-up (kopf's settings, the services in memo), login, clean-up."""
 
-    @kopf.on.startup(registry=registry)
+    @kopf.on.startup(id="startup", registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         configure_kopf(settings)
         operator_settings: OperatorSettings = memo["operator_settings"]
@@ -147,9 +139,13 @@ def _register_lifecycle(registry: kopf.OperatorRegistry) -> None:
         metrics: RunMetrics = memo.get("metrics") or RunMetrics()
         svc = Services(KubeClient.from_environment(), operator_settings, metrics)
         memo["services"] = svc
-        memo["run_resync"] = asyncio.create_task(
-            resync_forever(svc, RUN_RESYNC_SECONDS), name="kyai-run-resync"
-        )
+        # One loop for all runs (two LISTs a tick; a per-run kopf timer fired 43,000 times at
+        # 1,000 runs); the first look comes a resync interval after start.
+        memo["scheduler"] = runs = Scheduler(svc)
+        memo["run_resync"] = asyncio.create_task(runs.resync_forever(), name="kyai-run-resync")
+        # EvaluationSweeps: their own work queue and resync; kyai_sweep_cells on /metrics.
+        memo["sweeps"] = Sweeps(svc, SweepMetrics(registry=metrics.registry))
+        sweeps(memo).start()
         log.info(
             "kyai operator started: namespaces %s, metrics on %s:%d",
             ", ".join(operator_settings.namespaces) or "all",
@@ -157,13 +153,17 @@ def _register_lifecycle(registry: kopf.OperatorRegistry) -> None:
             operator_settings.metrics_port,
         )
 
-    @kopf.on.login(registry=registry)
+    @kopf.on.login(id="login", registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         # As kubectl does: $KUBECONFIG or ~/.kube/config, else the pod's service account.
         return kopf.login_via_client(**kwargs)
 
-    @kopf.on.cleanup(registry=registry)
+    @kopf.on.cleanup(id="cleanup", registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+        if "scheduler" in memo:
+            scheduler(memo).close()
+        if "sweeps" in memo:
+            await sweeps(memo).aclose()
         resync: asyncio.Task[None] | None = memo.get("run_resync")
         if resync is not None:
             resync.cancel()
@@ -176,13 +176,13 @@ def _register_lifecycle(registry: kopf.OperatorRegistry) -> None:
 def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSettings) -> None:
     """EngineArgsSets, Workloads and their engine Deployments."""
 
-    @kopf.on.resume(GROUP, VERSION, "engineargssets", registry=registry)
-    @kopf.on.create(GROUP, VERSION, "engineargssets", registry=registry)
-    @kopf.on.update(GROUP, VERSION, "engineargssets", registry=registry)
+    @kopf.on.resume(GROUP, VERSION, "engineargssets", id="engineargsset", registry=registry)
+    @kopf.on.create(GROUP, VERSION, "engineargssets", id="engineargsset", registry=registry)
+    @kopf.on.update(GROUP, VERSION, "engineargssets", id="engineargsset", registry=registry)
     async def engine_args(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         await reconcile_engine_args(services(memo), dict(body))
 
-    @kopf.on.event(GROUP, VERSION, "engineargssets", registry=registry)
+    @kopf.on.event(GROUP, VERSION, "engineargssets", id="engineargsset-event", registry=registry)
     async def engine_args_changed(
         event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, meta: kopf.Meta,
         memo: kopf.Memo, **_: Any,
@@ -194,9 +194,9 @@ def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSetti
             await _workloads.reconcile_workloads_naming(svc, _ns(namespace), name)
 
     # Workload
-    @kopf.on.resume(GROUP, VERSION, "workloads", registry=registry)
-    @kopf.on.create(GROUP, VERSION, "workloads", registry=registry)
-    @kopf.on.update(GROUP, VERSION, "workloads", registry=registry)
+    @kopf.on.resume(GROUP, VERSION, "workloads", id="workload", registry=registry)
+    @kopf.on.create(GROUP, VERSION, "workloads", id="workload", registry=registry)
+    @kopf.on.update(GROUP, VERSION, "workloads", id="workload", registry=registry)
     async def workload(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
         await reconcile_workload(services(memo), _ns(namespace), name)
 
@@ -204,6 +204,7 @@ def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSetti
         GROUP,
         VERSION,
         "workloads",
+        id="workload-poll",
         interval=settings.workload_poll_seconds,
         when=_workload_not_ready,
         registry=registry,
@@ -212,35 +213,40 @@ def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSetti
         await reconcile_workload(services(memo), _ns(namespace), name)
 
     @kopf.on.event("apps", "v1", "deployments", labels={LABEL_WORKLOAD: kopf.PRESENT},
-                   registry=registry)  # fmt: skip
+                   id="engine-deployment", registry=registry)  # fmt: skip
     async def engine_deployment(
         labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any
     ) -> None:
         await reconcile_workload(services(memo), _ns(namespace), labels[LABEL_WORKLOAD])
 
-    @kopf.on.event(GROUP, VERSION, "workloads", registry=registry)
+    @kopf.on.event(GROUP, VERSION, "workloads", id="workload-event", registry=registry)
     async def workload_changed(
         event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, meta: kopf.Meta,
         status: kopf.Status, memo: kopf.Memo, **_: Any,
     ) -> None:  # fmt: skip
         _keep(services(memo), event, body)
         await _release_deleted(services(memo), "Workload", _ns(namespace), name, meta)
-        await _reconcile_pending_runs(services(memo), "Workload", _ns(namespace), name, status)
+        await scheduler(memo).reference_changed("Workload", _ns(namespace), name, status)
 
 
 def _register_snapshots(registry: kopf.OperatorRegistry) -> None:
     """Snapshots, and the Pending runs waiting for one."""
 
-    @kopf.on.resume(GROUP, VERSION, "snapshots", registry=registry)
-    @kopf.on.create(GROUP, VERSION, "snapshots", registry=registry)
-    @kopf.on.update(GROUP, VERSION, "snapshots", registry=registry)
-    async def snapshot(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-        delay = await reconcile_snapshot(services(memo), dict(body))
-        if delay is not None:
-            raise kopf.TemporaryError("the snapshot's source is not available yet", delay=delay)
+    @kopf.on.resume(GROUP, VERSION, "snapshots", id="snapshot", registry=registry)
+    @kopf.on.create(GROUP, VERSION, "snapshots", id="snapshot", registry=registry)
+    @kopf.on.update(GROUP, VERSION, "snapshots", id="snapshot", registry=registry)
+    async def snapshot(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
+        first = await reconcile_snapshot(services(memo), dict(body))
+        if first is not None:
+            ceiling = services(memo).settings.snapshot_retry_max_seconds
+            delay = _snapshots.retry_delay(first, retry, ceiling)
+            raise kopf.TemporaryError(
+                f"the snapshot's source is not available yet; trying again in {delay:g} s",
+                delay=delay,
+            )
 
     @kopf.on.event("batch", "v1", "jobs", labels={LABEL_SNAPSHOT: kopf.PRESENT},
-                   when=_job_finished, registry=registry)  # fmt: skip
+                   id="snapshot-load-job", when=_job_finished, registry=registry)  # fmt: skip
     async def snapshot_load_job(
         meta: kopf.Meta, namespace: str | None, memo: kopf.Memo, **_: Any
     ) -> None:
@@ -251,105 +257,92 @@ def _register_snapshots(registry: kopf.OperatorRegistry) -> None:
                 if body is not None:
                     await reconcile_snapshot(svc, body)
 
-    @kopf.on.event(GROUP, VERSION, "snapshots", registry=registry)
+    @kopf.on.event(GROUP, VERSION, "snapshots", id="snapshot-event", registry=registry)
     async def snapshot_changed(
         event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, meta: kopf.Meta,
         status: kopf.Status, memo: kopf.Memo, **_: Any,
     ) -> None:  # fmt: skip
         _keep(services(memo), event, body)
         await _release_deleted(services(memo), "Snapshot", _ns(namespace), name, meta)
-        await _reconcile_pending_runs(services(memo), "Snapshot", _ns(namespace), name, status)
-
-
-def run_priority(event_type: str | None, body: Any) -> int | None:
-    """Whether a run's watch event calls for a reconcile, and at which priority (None: no).
-
-    kopf's create/update/resume handlers cost, on every event of every run (each status
-    write is one), a diff of the run against a digest of its last handled state, and a PATCH
-    of kopf's annotations per handled change. Runs are reconciled from their own events
-    instead, as Kubernetes controllers do: a run not looked at yet (no phase: just created),
-    every unfinished run the operator finds at its start (kopf's listing, event type None:
-    what resume was), and a spec the status does not describe yet (``metadata.generation``
-    ahead of ``status.observedGeneration``: an update). Status writes (the operator's own and
-    the workers' progress) move nothing; finished Jobs and the periodic resync move runs on.
-    """
-    meta = body.get("metadata") or {}
-    status = body.get("status") or {}
-    phase = status.get("phase")
-    if phase in _runs.TERMINAL or meta.get("deletionTimestamp"):
-        return None
-    if phase is None:
-        return NEW  # a burst of new runs waits behind the steps of the runs already going
-    if event_type is None:
-        return NORMAL
-    generation, observed = meta.get("generation"), status.get("observedGeneration")
-    if generation is not None and observed is not None and generation != observed:
-        return NORMAL
-    return None
-
-
-async def reconcile_or_retry(
-    svc: Services,
-    namespace: str,
-    name: str,
-    *,
-    job: Mapping[str, Any] | None = None,
-    priority: int = NORMAL,
-) -> None:
-    """:func:`reconcile_run`; an API call that failed is tried again by a later look.
-
-    An event handler is not retried by kopf (create/update handlers were): a timeout or a
-    5xx of an overloaded API server would leave the run to the resync. It is logged as a
-    warning (no traceback: it is the API server's state, not a bug) and the run is looked
-    at again :data:`RETRY_SECONDS` later. A refused call (403) is said on the run as well.
-    """
-    try:
-        await reconcile_run(svc, namespace, name, job=job, priority=priority)
-    except KubeError as error:
-        log.warning(
-            "run %s/%s: %s; looking at it again in %g s", namespace, name, error, RETRY_SECONDS
-        )
-        look_later(svc, namespace, name, RETRY_SECONDS)
+        await scheduler(memo).reference_changed("Snapshot", _ns(namespace), name, status)
 
 
 def _register_runs(registry: kopf.OperatorRegistry) -> None:
     """EvaluationRuns, their finished Jobs and their metrics (the resync loop: start-up)."""
 
-    @kopf.on.event(GROUP, VERSION, "evaluationruns", registry=registry)
+    @kopf.on.event(GROUP, VERSION, "evaluationruns", id="evaluationrun-event", registry=registry)
     async def evaluation_run(
-        event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo,
-        **_: Any,
-    ) -> None:  # fmt: skip
-        svc = services(memo)
-        if event.get("type") == "DELETED":
-            svc.metrics.forget(_ns(namespace), name)
-            svc.forget("EvaluationRun", _ns(namespace), name)
-            await release_references(svc, _ns(namespace), references(body))
-            return
-        raw = dict(body)
-        svc.metrics.observe(raw)
-        svc.remember(raw)
-        await wake_rejudges(svc, _ns(namespace), name, body.get("status"))
-        priority = run_priority(event.get("type"), raw)
-        if priority is not None:
-            await reconcile_or_retry(svc, _ns(namespace), name, priority=priority)
+        event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await scheduler(memo).run_event(event.get("type"), dict(body))
 
     @kopf.on.event(
         "batch",
         "v1",
         "jobs",
         labels={LABEL_RUN: kopf.PRESENT},
+        id="worker-job",
         when=_job_finished,
         registry=registry,
     )
-    async def worker_job(
-        body: kopf.Body, meta: kopf.Meta, namespace: str | None, memo: kopf.Memo, **_: Any
-    ) -> None:
+    async def worker_job(body: kopf.Body, meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
         run = owning_run(meta)
         if run is not None:
-            # The Job as delivered (not read again); before any other waiting step.
-            svc = services(memo)
-            await reconcile_or_retry(svc, _ns(namespace), run, job=dict(body), priority=URGENT)
+            await scheduler(memo).job_finished(dict(body), run)
+
+
+def _register_sweeps(registry: kopf.OperatorRegistry) -> None:
+    """EvaluationSweeps, from their events (no kopf annotations), and what wakes them.
+
+    Their runs and derived Workloads (owned by a sweep), and the Workloads, Snapshots and
+    EngineArgsSets a sweep names or selects; :class:`Sweeps` decides which events matter.
+    """
+
+    @kopf.on.event(GROUP, VERSION, "evaluationsweeps", id="evaluationsweep-event",
+                   registry=registry)  # fmt: skip
+    async def evaluation_sweep(
+        event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await sweeps(memo).sweep_event(event.get("type"), dict(body))
+
+    @kopf.on.event(GROUP, VERSION, "evaluationruns", labels={LABEL_SWEEP: kopf.PRESENT},
+                   id="sweep-run-event", registry=registry)  # fmt: skip
+    async def sweep_run(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        await sweeps(memo).child_event("EvaluationRun", event.get("type"), body)
+
+    @kopf.on.event(GROUP, VERSION, "workloads", id="sweep-workload-event", registry=registry)
+    async def sweep_workload(
+        event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await sweeps(memo).child_event("Workload", event.get("type"), body)
+        await sweeps(memo).reference_event("Workload", event.get("type"), body)
+
+    @kopf.on.event(GROUP, VERSION, "snapshots", id="sweep-snapshot-event", registry=registry)
+    async def sweep_snapshot(
+        event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await sweeps(memo).reference_event("Snapshot", event.get("type"), body)
+
+    @kopf.on.event(GROUP, VERSION, "engineargssets", id="sweep-engineargsset-event",
+                   registry=registry)  # fmt: skip
+    async def sweep_engine_args(
+        event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await sweeps(memo).reference_event("EngineArgsSet", event.get("type"), body)
+
+
+def sweeps(memo: kopf.Memo) -> Sweeps:
+    """The sweeps' controller kept in kopf's memo by the start-up handler."""
+    value: Any = memo["sweeps"]
+    assert isinstance(value, Sweeps)
+    return value
+
+
+def scheduler(memo: kopf.Memo) -> Scheduler:
+    """The run scheduler kept in kopf's memo by the start-up handler."""
+    value: Any = memo["scheduler"]
+    assert isinstance(value, Scheduler)
+    return value
 
 
 def _keep(svc: Services, event: Any, body: Any) -> None:
@@ -365,65 +358,3 @@ async def _release_deleted(svc: Services, kind: str, namespace: str, name: str, 
     """An object being deleted that carries the in-use finalizer: free it if unused."""
     if meta.get("deletionTimestamp") and IN_USE_FINALIZER in (meta.get("finalizers") or []):
         await release_if_unused(svc, kind, namespace, name)
-
-
-def _names_in(value: Any) -> set[str]:
-    """Every string in a spec (the names it refers to among them)."""
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, dict):
-        return set().union(*(_names_in(item) for item in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(_names_in(item) for item in value)) if value else set()
-    return set()
-
-
-async def _reconcile_pending_runs(
-    svc: Services, kind: str, namespace: str, name: str, status: Any
-) -> None:
-    """Give the Pending runs naming a Workload or Snapshot a look when it becomes Ready.
-
-    Only runs that wait (Pending) and name it; a run not looked at yet (no phase) is its
-    create handler's, and the 10-second resync covers every other change. (Looking at every
-    run of the namespace on every event made 100 Workloads x 1,000 runs of reconciles.)
-    """
-    key = (kind, namespace, name)
-    if (status or {}).get("phase") != "Ready":
-        svc.ready.discard(key)
-        return
-    if key in svc.ready:
-        return  # Ready before: the runs waiting for it were looked at then
-    svc.ready.add(key)
-    for run in await svc.kube.list("EvaluationRun", namespace):
-        if (run.get("status") or {}).get("phase") != "Pending":
-            continue
-        if name in _names_in(run.get("spec") or {}):
-            await reconcile_run(svc, namespace, run["metadata"]["name"])
-
-
-def waiting_rejudges(svc: Services, namespace: str, source: str) -> list[str]:
-    """The Pending runs of ``namespace`` that re-judge ``source`` (``spec.generationFrom``).
-
-    Read from the watch's cache (it holds every unfinished run, and indexes those that
-    re-judge): no LIST, nor a look at every unfinished run, per finished run.
-    """
-    waiting = []
-    for key in list(svc.rejudging):
-        _, ns, name = key
-        run = svc.seen.get(key)
-        if run is None or ns != namespace:
-            continue
-        if (run.get("status") or {}).get("phase") != "Pending":
-            continue
-        ref = ((run.get("spec") or {}).get("generationFrom") or {}).get("runRef") or {}
-        if ref.get("name") == source:
-            waiting.append(name)
-    return sorted(waiting)
-
-
-async def wake_rejudges(svc: Services, namespace: str, name: str, status: Any) -> None:
-    """A run that finished: its waiting re-judgings go on now, not at the next resync."""
-    if (status or {}).get("phase") not in ("Succeeded", "Failed"):
-        return
-    for waiting in waiting_rejudges(svc, namespace, name):
-        await reconcile_run(svc, namespace, waiting)

@@ -31,6 +31,7 @@ from kyai.builders.snapshot import (
 )
 from kyai.constants import LABEL_SNAPSHOT
 from kyai.controllers import _conditions as c
+from kyai.controllers._conditions import Change
 from kyai.controllers._pods import failure_message, job_state
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter, spec_changed
@@ -109,6 +110,15 @@ async def _fetch_source(svc: Services, namespace: str, spec: SnapshotSpec) -> tu
     return data, source.url.url.rsplit("/", 1)[-1].split("?", 1)[0]
 
 
+#: What to do when HuggingFace cannot be reached (the CLI's equivalent is --dataset-file).
+_OFFLINE_ADVICE = (
+    "it is tried again on a schedule (30 s, doubling up to every 5 min); without access to "
+    "HuggingFace, put the dataset's native file in a ConfigMap or at a URL and set "
+    "spec.source (as `kyai run --dataset-file` does locally), or point the operator at a "
+    "HuggingFace mirror (HF_ENDPOINT in the chart's extraEnv)"
+)
+
+
 async def resolve(svc: Services, namespace: str, name: str, spec: SnapshotSpec) -> Dataset:
     """Load the Snapshot's rows (blocking work off the event loop)."""
     prompts = spec.prompts
@@ -125,16 +135,14 @@ async def resolve(svc: Services, namespace: str, name: str, spec: SnapshotSpec) 
         except DatasetUnavailableError as exc:
             raise SourceUnavailable(
                 f"the built-in {spec.builtin} could not be downloaded from HuggingFace: "
-                f"{exc.detail}; in an air-gapped cluster, put its native file in a ConfigMap or "
-                "at a URL and set spec.source"
+                f"{exc.detail}; {_OFFLINE_ADVICE}"
             ) from exc
         except DatasetError:
             raise
         except Exception as exc:  # anything else from the hub client: retried later
             raise SourceUnavailable(
                 f"the built-in {spec.builtin} could not be downloaded from HuggingFace "
-                f"({type(exc).__name__}: {exc}); in an air-gapped cluster, put its native file "
-                "in a ConfigMap or at a URL and set spec.source"
+                f"({type(exc).__name__}: {exc}); {_OFFLINE_ADVICE}"
             ) from exc
     data, hint = await _fetch_source(svc, namespace, spec)
     with tempfile.TemporaryDirectory(prefix="kyai-snapshot-") as scratch:
@@ -209,9 +217,12 @@ class SnapshotReconciler:
         self.namespace, self.name = self.writer.namespace, self.writer.name
 
     async def not_ready(self, phase: SnapshotPhase, reason: str, message: str) -> None:
-        """Pending or Failed, with a Warning event."""
-        conditions = self.writer.conditions((c.READY, False, reason, message))
-        await self.writer.patch(SnapshotStatus(phase=phase, message=message, conditions=conditions))
+        """Pending or Failed, with a Warning event (once: a retry that fails alike is quiet)."""
+        conditions = self.writer.conditions(Change(c.READY, False, reason, message))
+        status = SnapshotStatus(phase=phase, message=message, conditions=conditions)
+        if self.writer.unchanged(status):
+            return
+        await self.writer.patch(status)
         self.writer.event("Warning", reason, message)
 
     async def reconcile(self) -> float | None:
@@ -231,9 +242,10 @@ class SnapshotReconciler:
             return None
         if current.phase == "Failed" and current.claim:
             return None  # the load Job failed: a new Snapshot is needed
-        if current.phase != "Resolving":
+        retrying = current.phase == "Pending" and _ready_reason(current) == c.SOURCE_UNAVAILABLE
+        if current.phase != "Resolving" and not retrying:
             text = "resolving the rows"
-            conditions = self.writer.conditions((c.READY, None, c.RESOLVING, text))
+            conditions = self.writer.conditions(Change(c.READY, None, c.RESOLVING, text))
             await self.writer.patch(
                 SnapshotStatus(phase="Resolving", message=text, conditions=conditions)
             )
@@ -241,7 +253,7 @@ class SnapshotReconciler:
             dataset = await resolve(self.svc, self.namespace, self.name, spec)
         except SourceUnavailable as exc:
             await self.not_ready("Pending", c.SOURCE_UNAVAILABLE, str(exc))
-            return 60.0
+            return self.svc.settings.snapshot_retry_seconds
         except DatasetError as exc:
             await self.not_ready("Failed", c.INVALID_DATA, str(exc))
             return None
@@ -284,7 +296,7 @@ class SnapshotReconciler:
                 compressed=bool(files.binary),
                 spec_hash=spec_hash(self.body.get("spec") or {}),
                 resolved_at=c.now(),
-                conditions=self.writer.conditions((c.READY, True, c.RESOLVED, message)),
+                conditions=self.writer.conditions(Change(c.READY, True, c.RESOLVED, message)),
             )
         )
         self.writer.event("Normal", c.RESOLVED, message)
@@ -327,7 +339,7 @@ class SnapshotReconciler:
                 claim=name,
                 config_map=None,
                 compressed=True,
-                conditions=self.writer.conditions((c.READY, None, c.RESOLVING, message)),
+                conditions=self.writer.conditions(Change(c.READY, None, c.RESOLVING, message)),
                 **self._facts(spec, dataset),
             )
         )
@@ -362,11 +374,32 @@ class SnapshotReconciler:
                 phase="Ready",
                 message=message,
                 resolved_at=c.now(),
-                conditions=self.writer.conditions((c.READY, True, c.RESOLVED, message)),
+                conditions=self.writer.conditions(Change(c.READY, True, c.RESOLVED, message)),
             )
         )
         self.writer.event("Normal", c.RESOLVED, message)
         return True
+
+
+def _ready_reason(status: SnapshotStatus) -> str | None:
+    for condition in status.conditions:
+        if condition.type == c.READY:
+            return condition.reason
+    return None
+
+
+#: The longest wait between two tries of a source that is not available (the default of the
+#: ``snapshot_retry_max_seconds`` setting).
+MAX_RETRY_SECONDS = 300.0
+
+
+def retry_delay(first: float, retry: int, ceiling: float = MAX_RETRY_SECONDS) -> float:
+    """The wait before try ``retry + 1`` of an unavailable source: doubling, at most ``ceiling``.
+
+    With the default first wait (``snapshotRetrySeconds``, 30 s) and ceiling: 30, 60, 120,
+    240, then every 300 s until the source answers or the Snapshot is deleted.
+    """
+    return float(min(first * 2.0 ** min(retry, 16), max(first, ceiling)))
 
 
 async def reconcile_snapshot(svc: Services, body: dict[str, Any]) -> float | None:

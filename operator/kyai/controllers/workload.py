@@ -28,12 +28,21 @@ from kyai.api import (
 )
 from kyai.api.workload import WorkloadPhase
 from kyai.builders import ManifestError
-from kyai.builders.workload import workload_deployment, workload_endpoint, workload_service
+from kyai.builders.workload import (
+    workload_deployment,
+    workload_endpoint,
+    workload_metrics_url,
+    workload_selector,
+    workload_service,
+)
 from kyai.constants import ANNOTATION_SPEC_HASH
 from kyai.controllers import _conditions as c
+from kyai.controllers._conditions import Change
 from kyai.controllers._inuse import engine_args_of
+from kyai.controllers._pods import first_trouble
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter
+from kyai.datasets import route_hub_logs
 from kyai.engines import EngineArgsError, engine_for, served_model_name
 from kyai.evaluation import (
     ChatClient,
@@ -72,7 +81,7 @@ async def reconcile_engine_args(svc: Services, body: Mapping[str, Any]) -> None:
     problem = _engine_args_problem(body)
     if problem is not None:
         reason, message = problem
-        conditions = writer.conditions((c.READY, False, reason, message))
+        conditions = writer.conditions(Change(c.READY, False, reason, message))
         await writer.patch(
             EngineArgsSetStatus(phase="Invalid", message=message, conditions=conditions)
         )
@@ -80,7 +89,7 @@ async def reconcile_engine_args(svc: Services, body: Mapping[str, Any]) -> None:
     else:
         spec = EngineArgsSetSpec.model_validate(body.get("spec") or {})
         message = f"{len(spec.args)} flags for {spec.framework}"
-        conditions = writer.conditions((c.READY, True, c.VALID, message))
+        conditions = writer.conditions(Change(c.READY, True, c.VALID, message))
         await writer.patch(
             EngineArgsSetStatus(phase="Ready", message=message, conditions=conditions)
         )
@@ -154,6 +163,8 @@ def hub_config_window(model: str) -> int | None:
     try:
         from huggingface_hub import hf_hub_download
 
+        route_hub_logs()
+
         path = hf_hub_download(repo_id=model, filename="config.json")
         tokens: int | None = window_from_config(path)
     except Exception as exc:  # offline, gated, missing: the worker's default applies
@@ -189,7 +200,7 @@ class WorkloadReconciler:
     ) -> None:
         """Patch the status (unless nothing changes); post an event when the phase changes."""
         previous = self.writer.status.get("phase")
-        conditions = self.writer.conditions((c.READY, ready, reason, message))
+        conditions = self.writer.conditions(Change(c.READY, ready, reason, message))
         status = WorkloadStatus(phase=phase, message=message, conditions=conditions, **fields)
         if self.writer.unchanged(status):
             return
@@ -219,9 +230,10 @@ class WorkloadReconciler:
             if key is None:
                 await self.set_status(
                     "Pending",
-                    c.ENDPOINT_UNREACHABLE,
-                    f"the Secret {ref.name} (key {ref.key}) with the endpoint's API key "
-                    "does not exist",
+                    c.SECRET_NOT_FOUND,
+                    f"the Secret {ref.name} (key {ref.key}) in namespace {self.namespace} "
+                    "with the endpoint's API key (spec.endpoint.apiKeySecretRef) does not "
+                    "exist; the Workload goes on once it does",
                     False,
                 )
                 return
@@ -276,22 +288,70 @@ class WorkloadReconciler:
         current = await self._apply(deployment)
         available = int((current.get("status") or {}).get("availableReplicas") or 0)
         if available < 1:
+            reason, message = await self._why_not_available(spec)
             await self.set_status(
                 "Deploying",
-                c.DEPLOYING,
-                f"waiting for the engine to become ready ({available}/{spec.replicas} replicas "
-                "available; model downloads can take many minutes)",
+                reason,
+                message
+                or f"waiting for the engine to become ready ({available}/"
+                f"{spec.replicas} replicas available; model downloads can take many minutes)",
                 False,
                 ready_replicas=available,
             )
             return
+        engine = engine_for(spec.engine)
+        metrics = None
+        if engine.metrics_path is not None and engine.serves_metrics(self.eas_spec):
+            metrics = workload_metrics_url(self.name, self.namespace, engine.metrics_path)
         await self._observe(
             spec,
             workload_endpoint(self.name, self.namespace),
             served_model_name(spec),
             None,
             ready_replicas=available,
+            metrics_url=metrics,
         )
+
+    async def _why_not_available(self, spec: WorkloadSpec) -> tuple[str, str]:
+        """Why no engine pod is available: a Secret or claim it needs, a pod that cannot start.
+
+        A missing Secret or claim is a missing reference (Stalled after the grace period);
+        a pod that cannot start quotes the kubelet's or scheduler's own reason. ("", "") when
+        nothing is wrong but time (the model downloading, the engine loading).
+        """
+        missing = await self._missing_reference(spec)
+        if missing is not None:
+            return missing
+        selector = ",".join(f"{k}={v}" for k, v in workload_selector(self.name).items())
+        pods = await self.svc.kube.list("Pod", self.namespace, label_selector=selector)
+        trouble = first_trouble(pods)
+        if trouble is None:
+            return c.DEPLOYING, ""
+        return c.ENGINE_NOT_STARTING, f"the engine cannot start: {trouble.describe()}"
+
+    async def _missing_reference(self, spec: WorkloadSpec) -> tuple[str, str] | None:
+        """(reason, message) for a Secret key or claim the engine's pod needs and lacks."""
+        ref = spec.hf_token_secret_ref
+        if ref is not None:
+            secret = await self.svc.kube.get("Secret", self.namespace, ref.name)
+            if secret is None or ref.key not in (secret.get("data") or {}):
+                what = "does not exist" if secret is None else f"has no key {ref.key}"
+                return c.SECRET_NOT_FOUND, (
+                    f"the Secret {ref.name} in namespace {self.namespace} (the HuggingFace "
+                    f"token, spec.hfTokenSecretRef) {what}: the engine's pod cannot start "
+                    "until it does"
+                )
+        cache = spec.model_cache
+        if cache is not None:
+            claim = await self.svc.kube.get("PersistentVolumeClaim", self.namespace,
+                                            cache.claim_name)  # fmt: skip
+            if claim is None:
+                return c.CLAIM_NOT_FOUND, (
+                    f"the PersistentVolumeClaim {cache.claim_name} in namespace "
+                    f"{self.namespace} (the model cache, spec.modelCache.claimName) does not "
+                    "exist: the engine's pod cannot be scheduled until it does"
+                )
+        return None
 
     async def _apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Create ``obj`` or bring the existing one to it (compared by spec hash)."""

@@ -15,21 +15,47 @@ v1 selection rule.
 
 from __future__ import annotations
 
-from ._builtin import (
-    BUILTIN_DATASETS,
-    V1_SIZE,
-    BuiltinDataset,
-    builtin_names,
-    get_builtin,
-    v1_rank_key,
+from typing import TYPE_CHECKING
+
+from kyai._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._builtin import (
+        BUILTIN_DATASETS,
+        V1_SIZE,
+        BuiltinDataset,
+        builtin_names,
+        get_builtin,
+        v1_rank_key,
+    )
+    from ._errors import DatasetError, DatasetUnavailableError
+    from ._hub import Downloader, hf_download, route_hub_logs
+    from ._load import load_dataset
+    from ._model import Dataset, Prompts, Row, canonical_jsonl, dataset_sha256, thaw_json
+    from ._prompts import GENERATION_PROMPTS, JUDGE_PROMPTS
+    from ._snapshot import SnapshotFiles, load_snapshot_dir, snapshot_files
+    from ._store import dataset_from_dict, dataset_to_dict, read_rows_jsonl, write_rows_jsonl
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "._builtin": (
+            "BUILTIN_DATASETS",
+            "V1_SIZE",
+            "BuiltinDataset",
+            "builtin_names",
+            "get_builtin",
+            "v1_rank_key",
+        ),
+        "._errors": ("DatasetError", "DatasetUnavailableError"),
+        "._hub": ("Downloader", "hf_download", "route_hub_logs"),
+        "._load": ("load_dataset",),
+        "._model": ("Dataset", "Prompts", "Row", "canonical_jsonl", "dataset_sha256", "thaw_json"),
+        "._prompts": ("GENERATION_PROMPTS", "JUDGE_PROMPTS"),
+        "._snapshot": ("SnapshotFiles", "load_snapshot_dir", "snapshot_files"),
+        "._store": ("dataset_from_dict", "dataset_to_dict", "read_rows_jsonl", "write_rows_jsonl"),
+    },
 )
-from ._errors import DatasetError, DatasetUnavailableError
-from ._hub import Downloader, hf_download
-from ._load import load_dataset
-from ._model import Dataset, Prompts, Row, canonical_jsonl, dataset_sha256, thaw_json
-from ._prompts import GENERATION_PROMPTS, JUDGE_PROMPTS
-from ._snapshot import SnapshotFiles, load_snapshot_dir, snapshot_files
-from ._store import dataset_from_dict, dataset_to_dict, read_rows_jsonl, write_rows_jsonl
 
 __all__ = [
     "BUILTIN_DATASETS",
@@ -54,6 +80,7 @@ __all__ = [
     "load_dataset",
     "load_snapshot_dir",
     "read_rows_jsonl",
+    "route_hub_logs",
     "snapshot_files",
     "thaw_json",
     "v1_rank_key",

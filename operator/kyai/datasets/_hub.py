@@ -15,7 +15,7 @@ from typing import Protocol
 
 from ._errors import DatasetError, DatasetUnavailableError
 
-__all__ = ["Downloader", "hf_download", "hf_uri", "revision_from_cache_path"]
+__all__ = ["Downloader", "hf_download", "hf_uri", "revision_from_cache_path", "route_hub_logs"]
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
@@ -42,8 +42,27 @@ def revision_from_cache_path(path: Path) -> str | None:
     return None
 
 
+def route_hub_logs() -> None:
+    """``huggingface_hub``'s log lines through the process's own handlers only.
+
+    The library adds a handler of its own to its root logger when imported, and still lets
+    records propagate: every retry warning was printed twice, once plain and once through
+    the CLI's or the operator's formatter (which also redacts). Its handlers go; the records
+    reach the root logger's handlers as every other library's do.
+    """
+    import logging
+
+    import huggingface_hub.utils.logging  # noqa: F401  (adds the handler being removed)
+
+    hub = logging.getLogger("huggingface_hub")
+    for handler in list(hub.handlers):
+        hub.removeHandler(handler)
+    hub.propagate = True
+
+
 def hf_download(*, repo_id: str, filename: str, revision: str | None) -> Path:
     """Download with ``huggingface_hub.hf_hub_download(repo_type="dataset")`` (cached)."""
+    route_hub_logs()
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
         EntryNotFoundError,

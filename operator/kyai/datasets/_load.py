@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._builtin import BUILTIN_DATASETS, load_builtin, unknown_builtin
+from ._builtin import BUILTIN_DATASETS, BuiltinDataset, load_builtin, unknown_builtin
 from ._custom import load_custom
 from ._errors import DatasetError
 from ._hub import Downloader
@@ -65,27 +65,14 @@ def load_dataset(
         raise DatasetError("The dataset must be a built-in name or a file path, got nothing.")
     spec = BUILTIN_DATASETS.get(name_or_file)
     if spec is not None:
-        if dataset_file is not None and hf_revision is not None:
-            raise DatasetError(
-                "hf_revision selects what to download; it cannot be combined with dataset_file.",
-                path=str(dataset_file),
-            )
-        _check_prompt(generation_prompt, "generation_prompt", None)
-        _check_prompt(judge_prompt, "judge_prompt", None)
-        prompts = Prompts(
-            generation=spec.generation_prompt if generation_prompt is None else generation_prompt,
-            judge=spec.judge_prompt if judge_prompt is None else judge_prompt,
-            generation_id=spec.generation_prompt_id if generation_prompt is None else None,
-            judge_id=spec.judge_prompt_id if judge_prompt is None else None,
-        )
-        return load_builtin(
+        return _load_named(
             spec,
-            dataset_file=None if dataset_file is None else Path(dataset_file),
-            prompts=prompts,
+            dataset_file=dataset_file,
+            generation_prompt=generation_prompt,
+            judge_prompt=judge_prompt,
             hf_revision=hf_revision,
             downloader=downloader,
         )
-
     if not _looks_like_path(name_or_file):
         raise unknown_builtin(name_or_file)
     path = Path(name_or_file)
@@ -99,7 +86,9 @@ def load_dataset(
     if generation_prompt is None:
         raise DatasetError(
             "A custom dataset needs a generation prompt (the system prompt sent to the "
-            "candidate before each instruction); pass generation_prompt=.",
+            "candidate before each instruction): give --generation-prompt TEXT or "
+            "@FILE on the command line, spec.prompts.generation in a Snapshot, or "
+            "generation_prompt= from Python.",
             path=where,
             field="generation_prompt",
         )
@@ -112,3 +101,35 @@ def load_dataset(
             path=where,
         )
     return load_custom(path, generation_prompt=generation_prompt, judge_prompt=judge_prompt)
+
+
+def _load_named(
+    spec: BuiltinDataset,
+    *,
+    dataset_file: str | Path | None,
+    generation_prompt: str | None,
+    judge_prompt: str | None,
+    hf_revision: str | None,
+    downloader: Downloader | None,
+) -> Dataset:
+    """A built-in dataset, its prompts the seed's unless given."""
+    if dataset_file is not None and hf_revision is not None:
+        raise DatasetError(
+            "hf_revision selects what to download; it cannot be combined with dataset_file.",
+            path=str(dataset_file),
+        )
+    _check_prompt(generation_prompt, "generation_prompt", None)
+    _check_prompt(judge_prompt, "judge_prompt", None)
+    prompts = Prompts(
+        generation=spec.generation_prompt if generation_prompt is None else generation_prompt,
+        judge=spec.judge_prompt if judge_prompt is None else judge_prompt,
+        generation_id=spec.generation_prompt_id if generation_prompt is None else None,
+        judge_id=spec.judge_prompt_id if judge_prompt is None else None,
+    )
+    return load_builtin(
+        spec,
+        dataset_file=None if dataset_file is None else Path(dataset_file),
+        prompts=prompts,
+        hf_revision=hf_revision,
+        downloader=downloader,
+    )

@@ -82,10 +82,32 @@ class Engine:
     """The documentation and source the command line was checked against."""
     served_name_of: Callable[[WorkloadSpec], str] = field(default=_plain_served_name)
     """The model name the server reports for a Workload."""
+    metrics_path: str | None = None
+    """The route serving the engine's Prometheus serving histograms (TTFT, ITL, E2E), on the
+    API's port; None: the engine has none in Prometheus form."""
+    metrics_flag: str | None = None
+    """The flag the engine needs to serve them (None: always served)."""
 
     def served_model_name(self, workload: WorkloadSpec) -> str:
         """The name clients must send as ``model`` (what ``/v1/models`` lists)."""
         return self.served_name_of(workload)
+
+    def serves_metrics(self, engine_args: EngineArgsSetSpec | None = None) -> bool:
+        """Whether the engine, started with ``engine_args``, serves Prometheus metrics."""
+        if self.metrics_path is None:
+            return False
+        if self.metrics_flag is None:
+            return True
+        wanted = canonical_flag(self.metrics_flag)
+        if engine_args is None:
+            return False
+        for name, value in engine_args.args.items():
+            if canonical_flag(name) == wanted and value not in (False, None, "false", "False"):
+                return True
+        return any(
+            arg.startswith("-") and canonical_flag(arg.split("=", 1)[0]) == wanted
+            for arg in engine_args.extra_args
+        )
 
     def command(
         self, workload: WorkloadSpec, engine_args: EngineArgsSetSpec | None = None

@@ -15,6 +15,11 @@ Checked against:
   ``/health_generate``, which runs a generation) on the same port as the OpenAI API.
 - https://docs.sglang.io/docs/advanced_features/separate_reasoning: ``--reasoning-parser``
   (e.g. ``deepseek-r1``, ``qwen3``) fills ``reasoning_content``.
+- https://docs.sglang.ai/references/production_metrics.html and
+  ``python/sglang/srt/metrics/collector.py``: with ``--enable-metrics`` the server serves
+  Prometheus metrics on ``/metrics`` (its API port; the API key middleware lets it through),
+  among them ``sglang:time_to_first_token_seconds``, ``sglang:inter_token_latency_seconds``
+  and ``sglang:e2e_request_latency_seconds``; without the flag there is no such route.
 """
 
 from __future__ import annotations
@@ -48,11 +53,14 @@ ENGINE = Engine(
     reasoning_parser_flag="--reasoning-parser",
     context_length_flag="--context-length",
     tensor_parallel_flag="--tp-size",
+    metrics_path="/metrics",
+    metrics_flag="--enable-metrics",
     references=(
         "https://docs.sglang.ai/backend/server_arguments.html",
         "sgl-project/sglang docs/backend/server_arguments.md",
         "sgl-project/sglang python/sglang/srt/server_args.py",
         "sgl-project/sglang docs/basic_usage/native_api.ipynb",
         "https://docs.sglang.io/docs/advanced_features/separate_reasoning",
+        "https://docs.sglang.ai/references/production_metrics.html",
     ),
 )

@@ -6,7 +6,9 @@ Checked against:
   (https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve/trtllm-serve.html): the
   model is the positional argument, ``--host`` defaults to ``localhost`` (so ``0.0.0.0`` is
   required in a pod) and ``--port`` to 8000; the server answers ``/health``, ``/v1/models``,
-  ``/metrics``, ``/version``.
+  ``/metrics``, ``/version``. Its ``/metrics`` is a JSON list of the executor's iteration
+  statistics, not Prometheus histograms: a run of a TensorRT-LLM Workload has no engine-side
+  serving figures (``metrics_path`` None).
 - NVIDIA/TensorRT-LLM ``tensorrt_llm/commands/serve.py``: the options are underscored
   (``--tp_size`` / ``--tensor_parallel_size``, ``--max_seq_len``, ``--max_batch_size``,
   ``--kv_cache_free_gpu_memory_fraction``, ``--reasoning_parser``, ``--extra_llm_api_options``),

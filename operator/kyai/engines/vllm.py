@@ -17,6 +17,10 @@ Checked against:
   setting, and Kubernetes injects ``<SERVICE>_PORT=tcp://...`` variables for each Service of
   the namespace (a Service named ``vllm`` sets ``VLLM_PORT``, vLLM's internal port): engine
   pods therefore run with ``enableServiceLinks: false``.
+- https://docs.vllm.ai/en/stable/usage/metrics.html and ``vllm/v1/metrics/loggers.py``: the
+  OpenAI server always serves Prometheus metrics on ``/metrics`` (its API port, no API key),
+  among them the ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds``
+  and ``vllm:e2e_request_latency_seconds`` histograms a run reads around its generation.
 
 The ``vllm/vllm-openai`` image's entrypoint is replaced by the ``command`` below.
 """
@@ -46,11 +50,13 @@ ENGINE = Engine(
     reasoning_parser_flag="--reasoning-parser",
     context_length_flag="--max-model-len",
     tensor_parallel_flag="--tensor-parallel-size",
+    metrics_path="/metrics",
     references=(
         "https://docs.vllm.ai/en/latest/cli/serve.html",
         "vllm-project/vllm docs/cli/README.md",
         "vllm-project/vllm vllm/entrypoints/serve/instrumentator/health.py",
         "https://docs.vllm.ai/en/stable/features/reasoning_outputs/",
         "https://docs.vllm.ai/en/stable/configuration/env_vars/",
+        "https://docs.vllm.ai/en/stable/usage/metrics.html",
     ),
 )

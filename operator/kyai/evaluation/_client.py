@@ -5,21 +5,27 @@ JSON body was cut short on the way) with exponential
 backoff and jitter, honouring ``Retry-After``; it shrinks ``max_tokens`` when the server
 answers that the request overflows the context window; and it turns everything else into a
 :class:`ChatError` with a bounded ``kind`` that the caller records and scores as 0.
+
+Asked to, it streams (server-sent events, :mod:`kyai.evaluation._stream`) and times the
+answer; the same rules hold for streams, and a stream cut in the middle is a connection
+error whose partial answer is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
+import logging
 import os
 import random
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeAlias
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -27,7 +33,18 @@ import httpx
 
 from kyai import _json
 from kyai.evaluation._budget import estimate_prompt_tokens
+from kyai.evaluation._keyfile import KeyFile, KeyFileError
 from kyai.evaluation._redact import redact, register_secret
+from kyai.evaluation._stream import (
+    STREAM_FIELDS,
+    SseAssembler,
+    StreamCutError,
+    StreamErrorEvent,
+    is_event_stream,
+    refuses_streaming,
+)
+
+log = logging.getLogger(__name__)
 
 #: Error kinds (bounded: they become metric labels and summary keys).
 HTTP_ERROR = "http_error"
@@ -35,6 +52,8 @@ TIMEOUT = "timeout"
 CONNECTION_ERROR = "connection_error"
 CONTEXT_OVERFLOW = "context_overflow"
 INVALID_RESPONSE = "invalid_response"
+#: The API key's file (``--judge-api-key-file``) could not be read for a request.
+CREDENTIALS_ERROR = "credentials_error"
 
 #: HTTP statuses retried with backoff.
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -92,7 +111,10 @@ class ChatResult(NamedTuple):
     """One successful chat completion, with its raw fields kept verbatim.
 
     A named tuple rather than a frozen dataclass: as immutable, and built in a fifth of the
-    time (one is built per row).
+    time (one is built per row). ``latency_ms`` runs from sending the (last) request to its
+    last JSON chunk when streamed, to the whole answer otherwise (E2E); a streamed answer
+    also has ``ttft_ms`` (to its first chunk carrying text), ``itl_ms`` (the gaps between its
+    chunks carrying text) and ``text_chunks`` (how many chunks carried text).
     """
 
     content: str | None
@@ -106,6 +128,10 @@ class ChatResult(NamedTuple):
     elapsed_ms: float
     attempts: int
     max_tokens: int | None
+    streamed: bool = False
+    ttft_ms: float | None = None
+    itl_ms: Sequence[float] = ()
+    text_chunks: int = 0
 
 
 @dataclass(frozen=True)
@@ -123,7 +149,7 @@ class Overflow:
 
 
 # The wordings below are those of vLLM (current, 0.6-0.11 and <=0.5), SGLang, llama.cpp's
-# llama-server, llama-cpp-python and OpenAI; kyai.testing's double reproduces each of them.
+# llama-server, llama-cpp-python and OpenAI; kyai_testing's double reproduces each of them.
 _WINDOW_PATTERNS = (
     re.compile(r"maximum context length (?:is|of) (\d+)", re.IGNORECASE),
     re.compile(r"max_model_len=(?:max_total_tokens=)?(\d+)", re.IGNORECASE),
@@ -299,10 +325,50 @@ class _TransportFailure(Exception):
         self.detail = detail
 
 
+#: Called with each piece of a streamed body and the ``time.perf_counter()`` of its arrival.
+Feed = Callable[[bytes, float], None]
+
+
+#: Headers of one request (the key read from a file), over the client's own.
+Headers: TypeAlias = Mapping[str, str] | None
+
+
 class _Backend(Protocol):
-    async def request(self, method: str, path: str, body: bytes | None) -> _Reply: ...
+    async def request(
+        self, method: str, path: str, body: bytes | None, headers: Headers = None
+    ) -> _Reply: ...
+
+    async def stream(
+        self, path: str, body: bytes, feed: Feed, headers: Headers = None
+    ) -> _Reply | None: ...
 
     async def aclose(self) -> None: ...
+
+
+@contextlib.contextmanager
+def _aiohttp_failures() -> Iterator[None]:
+    """Map aiohttp's time-outs and connection errors (a cut body too) to _TransportFailure."""
+    try:
+        yield
+    except TimeoutError as exc:
+        raise _TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
+    except (aiohttp.ClientError, OSError) as exc:
+        raise _TransportFailure(
+            CONNECTION_ERROR, f"{type(exc).__name__}: {str(exc) or 'connection failed'}"
+        ) from exc
+
+
+@contextlib.contextmanager
+def _httpx_failures() -> Iterator[None]:
+    """Map httpx's time-outs and transport errors to :class:`_TransportFailure`."""
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise _TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
+    except httpx.TransportError as exc:
+        raise _TransportFailure(
+            CONNECTION_ERROR, f"{type(exc).__name__}: {str(exc) or 'connection failed'}"
+        ) from exc
 
 
 class _AiohttpBackend:
@@ -331,20 +397,38 @@ class _AiohttpBackend:
             )
         return self._session
 
-    async def request(self, method: str, path: str, body: bytes | None) -> _Reply:
+    async def request(
+        self, method: str, path: str, body: bytes | None, headers: Headers = None
+    ) -> _Reply:
         session = self._open()
-        try:
+        with _aiohttp_failures():
             async with session.request(
-                method, self._base + path, data=body, allow_redirects=False
+                method, self._base + path, data=body, headers=headers, allow_redirects=False
             ) as response:
                 content = await response.read()
                 return _Reply(response.status, response.headers, content)
-        except TimeoutError as exc:
-            raise _TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            raise _TransportFailure(
-                CONNECTION_ERROR, f"{type(exc).__name__}: {str(exc) or 'connection failed'}"
-            ) from exc
+
+    async def stream(
+        self, path: str, body: bytes, feed: Feed, headers: Headers = None
+    ) -> _Reply | None:
+        """POST ``body``: an event stream goes to ``feed`` as it arrives (then None).
+
+        Any other answer (an error, plain JSON) is read whole and returned.
+        """
+        session = self._open()
+        clock = time.perf_counter
+        url = self._base + path
+        with _aiohttp_failures():
+            async with session.post(
+                url, data=body, headers=headers, allow_redirects=False
+            ) as reply:
+                if reply.status != 200 or not is_event_stream(
+                    reply.headers.get("Content-Type", "")
+                ):
+                    return _Reply(reply.status, reply.headers, await reply.read())
+                async for chunk in reply.content.iter_any():
+                    feed(chunk, clock())
+                return None
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
@@ -357,23 +441,48 @@ def _proxy_configured() -> bool:
     return any(os.environ.get(name) or os.environ.get(name.upper()) for name in names)
 
 
+class _KeyFileAuth(httpx.Auth):
+    """httpx's view of a :class:`KeyFile`: the key as read for each request."""
+
+    def __init__(self, key_file: KeyFile) -> None:
+        self.key_file = key_file
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = f"Bearer {self.key_file.key()}"
+        yield request
+
+
 class _HttpxBackend:
     """An httpx client as the transport (tests hand in an ``httpx.MockTransport``)."""
 
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.client = client
 
-    async def request(self, method: str, path: str, body: bytes | None) -> _Reply:
-        headers = {"Content-Type": "application/json"} if body is not None else None
-        try:
-            response = await self.client.request(method, path, content=body, headers=headers)
-        except httpx.TimeoutException as exc:
-            raise _TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
-        except httpx.TransportError as exc:
-            raise _TransportFailure(
-                CONNECTION_ERROR, f"{type(exc).__name__}: {str(exc) or 'connection failed'}"
-            ) from exc
+    async def request(
+        self, method: str, path: str, body: bytes | None, headers: Headers = None
+    ) -> _Reply:
+        sent = {
+            **({"Content-Type": "application/json"} if body is not None else {}),
+            **(headers or {}),
+        }
+        with _httpx_failures():
+            response = await self.client.request(method, path, content=body, headers=sent or None)
         return _Reply(response.status_code, response.headers, response.content)
+
+    async def stream(
+        self, path: str, body: bytes, feed: Feed, headers: Headers = None
+    ) -> _Reply | None:
+        """As :meth:`_AiohttpBackend.stream`."""
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        with _httpx_failures():
+            async with self.client.stream("POST", path, content=body, headers=sent) as reply:
+                if reply.status_code != 200 or not is_event_stream(
+                    reply.headers.get("content-type", "")
+                ):
+                    return _Reply(reply.status_code, reply.headers, await reply.aread())
+                async for chunk in reply.aiter_bytes():
+                    feed(chunk, time.perf_counter())
+                return None
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -386,18 +495,62 @@ def _looks_like_json(reply: _Reply) -> bool:
     return "json" in content_type or head in (b"{", b"[")
 
 
+@dataclass(frozen=True)
+class _Failure:
+    """An attempt that failed: retried with backoff when ``retryable``, else final."""
+
+    kind: str
+    detail: str
+    status: int | None = None
+    retry_after: float | None = None
+    retryable: bool = True
+
+
+@dataclass(frozen=True)
+class _Shrink:
+    """A context-length refusal: ask again with a smaller budget."""
+
+    overflow: Overflow
+    message: str
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """The server refused streaming: ask again without it."""
+
+    message: str
+
+
+_Step: TypeAlias = _Failure | _Shrink | _Refused
+
+
+def _final(failure: _Failure, attempts: int, budget: int | None) -> ChatError:
+    """The error that ends a request: a failure not worth retrying, or the last retry's."""
+    detail = failure.detail
+    if failure.retryable:
+        detail += f" (gave up after {attempts} attempts)"
+    return ChatError(
+        failure.kind, detail, status=failure.status, attempts=attempts, max_tokens=budget
+    )
+
+
 class ChatClient:
     """A client for one OpenAI-compatible server.
 
     Requests go through aiohttp; ``transport`` (an httpx transport, as tests use) switches
     to httpx instead. Either way the retry, time-out and error semantics are the same.
+
+    ``api_key`` is the key, or a :class:`KeyFile` whose key is read before each request (the
+    file is read again when it changed: a rotated token takes effect at the next request). A
+    key file that cannot be read fails that request (``credentials_error``, retried like a
+    connection error), never the client.
     """
 
     def __init__(
         self,
         base_url: str,
         *,
-        api_key: str | None = None,
+        api_key: str | KeyFile | None = None,
         timeout_s: float = 600.0,
         retry: RetryPolicy | None = None,
         max_connections: int = 16,
@@ -405,10 +558,14 @@ class ChatClient:
     ) -> None:
         self.base_url = check_endpoint(base_url)
         self.retry = retry or RetryPolicy()
-        register_secret(api_key)
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._key_file = api_key if isinstance(api_key, KeyFile) else None
+        key = api_key if isinstance(api_key, str) else None
+        register_secret(key)
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._timeout_s = timeout_s
         self._max_connections = max_connections
+        #: Set once the server refused a streamed request: later ones are not streamed.
+        self.stream_refused = False
         self._http: httpx.AsyncClient | None = None
         self._backend: _Backend
         if transport is not None:
@@ -423,6 +580,7 @@ class ChatClient:
             self._http = httpx.AsyncClient(
                 base_url=self.base_url,
                 headers=self._headers,
+                auth=_KeyFileAuth(self._key_file) if self._key_file is not None else None,
                 timeout=httpx.Timeout(
                     self._timeout_s, connect=min(self._timeout_s, 30.0), pool=None
                 ),
@@ -433,6 +591,12 @@ class ChatClient:
                 transport=transport,
             )
         return self._http
+
+    def _auth(self) -> dict[str, str] | None:
+        """A request's own headers: the key file's key (KeyFileError), else none."""
+        if self._key_file is None:
+            return None
+        return {"Authorization": f"Bearer {self._key_file.key()}"}
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -461,8 +625,9 @@ class ChatClient:
         while True:
             state.attempts += 1
             try:
-                response = await self._backend.request("GET", "/models", None)
-            except _TransportFailure as exc:
+                response = await self._backend.request("GET", "/models", None, self._auth())
+            except (_TransportFailure, KeyFileError) as exc:
+                detail = exc.detail if isinstance(exc, _TransportFailure) else str(exc)
                 if state.retries < self.retry.max_retries:
                     state.retries += 1
                     await asyncio.sleep(self.retry.delay(state.retries, None))
@@ -470,7 +635,7 @@ class ChatClient:
                 raise EndpointUnreachableError(
                     redact(
                         f"Cannot reach {self.base_url}/models after {state.attempts} attempts: "
-                        f"{exc.detail}."
+                        f"{detail}."
                     )
                 ) from None
             if response.status in RETRYABLE_STATUSES and state.retries < self.retry.max_retries:
@@ -503,80 +668,150 @@ class ChatClient:
         *,
         max_tokens: int | None,
         extra: Mapping[str, Any] | None = None,
+        stream: bool = False,
     ) -> ChatResult:
-        """Send one chat completion request; retry, shrink or raise :class:`ChatError`."""
+        """Send one chat completion request; retry, shrink or raise :class:`ChatError`.
+
+        ``stream`` asks for server-sent events (with the usage chunk) and times them. A
+        server that refuses streaming (a 400 naming ``stream``) is asked again without it, and
+        this client streams no more (:attr:`stream_refused`); the refused request is not
+        counted as an attempt. An answer in plain JSON to a streamed request is taken as it is.
+        """
         state = _Attempt()
         budget = max_tokens
         while True:
             state.attempts += 1
+            streaming = stream and not self.stream_refused
             body: dict[str, Any] = {"model": model, "messages": list(messages), **(extra or {})}
+            if streaming:
+                body.update(STREAM_FIELDS)
             if budget is not None:
                 body["max_tokens"] = budget
-            sent = time.perf_counter()
-            status: int | None = None
-            retry_after: float | None = None
-            try:
-                response = await self._backend.request(
-                    "POST", "/chat/completions", _json.dumps_body(body)
-                )
-            except _TransportFailure as exc:
-                kind, detail = exc.kind, exc.detail
-            else:
-                latency = time.perf_counter() - sent
-                status = response.status
-                if status == 200:
-                    try:
-                        payload_200: Any = response.json()
-                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                        kind = INVALID_RESPONSE
-                        detail = (
-                            f"The server's answer is not valid JSON ({type(exc).__name__}): "
-                            f"{response.text[:200]!r}"
-                        )
-                        if not _looks_like_json(response):  # HTML or text: a wrong server
-                            raise ChatError(
-                                kind,
-                                detail,
-                                status=status,
-                                attempts=state.attempts,
-                                max_tokens=budget,
-                            ) from None
-                        # A JSON body cut short (a proxy, a crashing worker): ask again.
-                    else:
-                        return self._result(payload_200, response, state, latency, budget)
-                else:
-                    text = response.text
-                    try:
-                        payload: Any = response.json()
-                    except (json.JSONDecodeError, UnicodeDecodeError):
-                        payload = None
-                    overflow = parse_overflow(status, payload, text)
-                    if overflow is not None:
-                        budget = self._shrink(
-                            overflow,
-                            budget,
-                            state,
-                            _error_message(payload, text),
-                            estimate_prompt_tokens(messages),
-                        )
-                        continue
-                    kind = HTTP_ERROR
-                    detail = f"HTTP {status}: {_error_message(payload, text)}"
-                    retry_after = _retry_after(response)
-                    if status not in RETRYABLE_STATUSES:
-                        raise ChatError(
-                            kind, detail, status=status, attempts=state.attempts, max_tokens=budget
-                        )
-            if state.retries >= self.retry.max_retries:
-                raise ChatError(
-                    kind,
-                    f"{detail} (gave up after {state.attempts} attempts)",
-                    status=status,
-                    attempts=state.attempts,
-                    max_tokens=budget,
-                )
+            step = await self._attempt(body, state, budget, streaming)
+            if isinstance(step, ChatResult):
+                return step
+            if isinstance(step, _Refused):
+                self._refuse_streaming(step.message)
+                state.attempts -= 1
+                continue
+            if isinstance(step, _Shrink):
+                estimate = estimate_prompt_tokens(messages)
+                budget = self._shrink(step.overflow, budget, state, step.message, estimate)
+                continue
+            if not step.retryable or state.retries >= self.retry.max_retries:
+                raise _final(step, state.attempts, budget)
             state.retries += 1
-            await asyncio.sleep(self.retry.delay(state.retries, retry_after))
+            await asyncio.sleep(self.retry.delay(state.retries, step.retry_after))
+
+    def _refuse_streaming(self, message: str) -> None:
+        if not self.stream_refused:
+            self.stream_refused = True
+            log.warning(
+                "%s refused streaming (%s); generation goes on without streaming, so time to "
+                "first token and inter-token latencies are not measured.",
+                self.base_url,
+                redact(message),
+            )
+
+    async def _attempt(
+        self, body: dict[str, Any], state: _Attempt, budget: int | None, streaming: bool
+    ) -> ChatResult | _Step:
+        """Send one request and say what came of it."""
+        data = _json.dumps_body(body)
+        try:
+            headers = self._auth()
+        except KeyFileError as exc:
+            return _Failure(CREDENTIALS_ERROR, str(exc))
+        sent = time.perf_counter()
+        try:
+            if not streaming:
+                response = await self._backend.request("POST", "/chat/completions", data, headers)
+            else:
+                events = SseAssembler()
+                streamed = await self._backend.stream(
+                    "/chat/completions", data, events.feed, headers
+                )
+                if streamed is None:
+                    events.finish(time.perf_counter())
+                    return self._streamed_result(events, state, sent, budget)
+                response = streamed
+        except _TransportFailure as exc:
+            return _Failure(exc.kind, exc.detail)
+        except StreamCutError as exc:
+            kind = INVALID_RESPONSE if exc.malformed else CONNECTION_ERROR
+            return _Failure(kind, f"The stream was cut short: {exc}")
+        except StreamErrorEvent as exc:
+            retryable = exc.status is None or exc.status in RETRYABLE_STATUSES
+            detail = f"Error inside the stream: {exc.message}"
+            return _Failure(HTTP_ERROR, detail, status=exc.status, retryable=retryable)
+        return self._judge_reply(response, state, time.perf_counter() - sent, budget, streaming)
+
+    def _judge_reply(
+        self,
+        response: _Reply,
+        state: _Attempt,
+        latency: float,
+        budget: int | None,
+        streaming: bool,
+    ) -> ChatResult | _Step:
+        """What a whole (not streamed) answer means: a result, a shrink, a refusal, a failure."""
+        status = response.status
+        if status == 200:
+            try:
+                payload_200: Any = response.json()
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                detail = (
+                    f"The server's answer is not valid JSON ({type(exc).__name__}): "
+                    f"{response.text[:200]!r}"
+                )
+                # HTML or text: a wrong server; a JSON body cut short (a proxy, a crashing
+                # worker): ask again.
+                retryable = _looks_like_json(response)
+                return _Failure(INVALID_RESPONSE, detail, status=status, retryable=retryable)
+            return self._result(payload_200, response, state, latency, budget)
+        text = response.text
+        try:
+            payload: Any = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            payload = None
+        message = _error_message(payload, text)
+        overflow = parse_overflow(status, payload, text)
+        if overflow is not None:
+            return _Shrink(overflow, message)
+        if streaming and refuses_streaming(status, message):
+            return _Refused(f"HTTP {status}: {message}")
+        return _Failure(
+            HTTP_ERROR,
+            f"HTTP {status}: {message}",
+            status=status,
+            retry_after=_retry_after(response),
+            retryable=status in RETRYABLE_STATUSES,
+        )
+
+    @staticmethod
+    def _streamed_result(
+        events: SseAssembler, state: _Attempt, sent: float, budget: int | None
+    ) -> ChatResult:
+        end = events.last_event if events.last_event is not None else time.perf_counter()
+        content, reasoning_content, reasoning = events.joined()
+        first = events.first_text
+        return ChatResult(
+            content=content,
+            reasoning_content=reasoning_content,
+            reasoning=reasoning,
+            finish_reason=events.finish_reason,
+            usage=events.usage,
+            response_id=events.response_id,
+            model=events.model,
+            latency_ms=(end - sent) * 1000.0,
+            elapsed_ms=(time.perf_counter() - state.started) * 1000.0,
+            attempts=state.attempts,
+            max_tokens=budget,
+            streamed=True,
+            ttft_ms=None if first is None else (first - sent) * 1000.0,
+            itl_ms=events.gaps_ms,
+            text_chunks=events.text_chunks,
+        )
 
     def _shrink(
         self,

@@ -7,6 +7,12 @@ for the rows not stored yet. When every row is done the log is rewritten in row 
 
 ``run.json`` keeps the provenance of every invocation on the directory in ``history`` (the
 top-level ``candidate`` and ``generation`` fields describe the latest one).
+
+Requests stream by default and every record carries its timings
+(:mod:`kyai.evaluation._serving`). An invocation that sent requests measures its phase and
+stores the figures as ``serving`` in its ``history`` entry and in ``generation`` (where
+``kyai judge`` finds them for ``summary.json``); one that had nothing left to ask leaves the
+last measured figures in place.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from kyai.evaluation._client import ChatClient, ChatError, EndpointConfigError, 
 from kyai.evaluation._earlystop import EarlyStop
 from kyai.evaluation._pool import run_pool
 from kyai.evaluation._progress import Progress, ProgressListener
+from kyai.evaluation._servermetrics import Snapshot, scrape, server_block
+from kyai.evaluation._serving import NO_TIMING, ServingRecorder, timing_fields
 
 #: Prefix of candidate-side error kinds in records and summaries.
 CANDIDATE = "candidate"
@@ -46,6 +54,12 @@ class CandidateConfig:
     model_config_path: Path | None = None
     context_window: int | None = None
     retry_errors: bool = False
+    #: Stream the answers (server-sent events) and time them (TTFT, TPOT, ITL).
+    stream: bool = True
+    #: The engine's Prometheus ``/metrics`` URL, scraped before and after the phase.
+    server_metrics: str | None = None
+    #: GPUs serving the candidate: ``serving.gpu_seconds`` = GPUs x phase wall time.
+    gpus: int | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,8 @@ class GenerationOutcome:
     errors: int
     window: ContextWindow
     wall_seconds: float
+    #: The serving figures of the phase (``run.json``'s ``generation.serving``), if any.
+    serving: Mapping[str, Any] | None = None
 
 
 _last_second: tuple[int, str] = (-1, "")
@@ -139,6 +155,83 @@ def _history(previous: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     ]
 
 
+def _manifest(
+    dataset: Dataset,
+    config: CandidateConfig,
+    endpoint: str,
+    window: ContextWindow,
+    cards: list[dict[str, Any]],
+    previous: Mapping[str, Any] | None,
+    started_at: str,
+) -> dict[str, Any]:
+    """``run.json`` for this invocation; its ``history`` ends with this invocation's entry."""
+    earlier = (previous or {}).get("generation", {})
+    generation: dict[str, Any] = {
+        "started_at": earlier.get("started_at", started_at),
+        "finished_at": None,
+        "concurrency": config.concurrency,
+    }
+    if "serving" in earlier:  # the last measured phase's, until this one measures its own
+        generation["serving"] = earlier["serving"]
+    invocation: dict[str, Any] = {
+        "kyai_version": __version__,
+        "endpoint": endpoint,
+        "context_window": window.tokens,
+        "context_window_source": window.source,
+        "started_at": started_at,
+        "finished_at": None,
+        "concurrency": config.concurrency,
+        "retry_errors": config.retry_errors,
+        "stream": config.stream,
+    }
+    return {
+        "format": 1,
+        "kyai_version": __version__,
+        "dataset": dataset_to_dict(dataset),
+        "candidate": {
+            "endpoint": endpoint,
+            "model": config.model,
+            "context_window": window.tokens,
+            "context_window_source": window.source,
+            "served_models": [card.get("id") for card in cards],
+        },
+        "generation": generation,
+        "history": [*_history(previous), invocation],
+    }
+
+
+@dataclass
+class _Tally:
+    """What one invocation's requests came to: rows sent and failed, and their timings."""
+
+    sent: int = 0
+    errors: int = 0
+    serving: ServingRecorder = field(default_factory=ServingRecorder)
+
+
+@dataclass
+class _Invocation:
+    """One ``generate`` call on a run directory: its manifest, its log and what it stored."""
+
+    dataset: Dataset
+    config: CandidateConfig
+    run_path: Path
+    manifest: dict[str, Any]
+    log: store.JsonlLog
+    stored: dict[int, dict[str, Any]]
+    tally: _Tally = field(default_factory=_Tally)
+
+    @property
+    def entry(self) -> dict[str, Any]:
+        """The entry of this invocation in the manifest's ``history``."""
+        entry: dict[str, Any] = self.manifest["history"][-1]
+        return entry
+
+
+async def _scrape(config: CandidateConfig) -> Snapshot | None:
+    return await scrape(config.server_metrics, config.model) if config.server_metrics else None
+
+
 async def generate(
     dataset: Dataset,
     output: Path,
@@ -162,7 +255,6 @@ async def generate(
         for row in dataset.rows
         if row.index not in stored or (config.retry_errors and stored[row.index].get("error"))
     ]
-    history = _history(previous)
     async with ChatClient(
         config.endpoint,
         api_key=config.api_key,
@@ -179,88 +271,84 @@ async def generate(
             config_path=config.model_config_path,
             hint=config.context_window,
         )
-        manifest: dict[str, Any] = {
-            "format": 1,
-            "kyai_version": __version__,
-            "dataset": dataset_to_dict(dataset),
-            "candidate": {
-                "endpoint": client.base_url,
-                "model": config.model,
-                "context_window": window.tokens,
-                "context_window_source": window.source,
-                "served_models": [card.get("id") for card in cards],
-            },
-            "generation": {
-                "started_at": (previous or {}).get("generation", {}).get("started_at", started_at),
-                "finished_at": None,
-                "concurrency": config.concurrency,
-            },
-        }
-        invocation: dict[str, Any] = {
-            "kyai_version": __version__,
-            "endpoint": client.base_url,
-            "context_window": window.tokens,
-            "context_window_source": window.source,
-            "started_at": started_at,
-            "finished_at": None,
-            "concurrency": config.concurrency,
-            "retry_errors": config.retry_errors,
-            "rows_planned": len(pending),
-        }
-        manifest["history"] = [*history, invocation]
+        manifest = _manifest(dataset, config, client.base_url, window, cards, previous, started_at)
+        run = _Invocation(dataset, config, run_path, manifest, log, stored)
+        run.entry["rows_planned"] = len(pending)
         if not (output / store.DATASET).exists():
             write_rows_jsonl(output / store.DATASET, dataset.rows)
         store.write_json(run_path, manifest)
-        progress = Progress(
-            "generate",
-            total=len(dataset.rows),
-            done=len(dataset.rows) - len(pending),
-            listener=listener,
-        )
-        errors = 0
-        sent = 0
-        early = EarlyStop("candidate", client.base_url, config.model, len(pending))
-
-        async def answer(row: Row) -> None:
-            nonlocal errors, sent
-            record, failure = await _answer(client, dataset, row, config.model, window)
-            log.append(record)
-            stored[row.index] = record
-            sent += 1
-            errors += record["error"] is not None
-            progress.advance(error=record["error"] is not None)
-            early.observe(failure)
-
-        finished = False
-        try:
-            await run_pool(pending, config.concurrency, answer)
-            finished = True
-        except BaseException:
-            invocation.update(finished_at=now_iso(), rows_sent=sent, completed=False)
-            store.write_json(run_path, manifest)
-            raise
-        finally:
-            # A finished log is rewritten (and synced) below; an unfinished one is synced now.
-            log.close(sync=not finished)
-            progress.close()
+        await _ask(run, client, window, pending, listener)
     log.rewrite(stored)
     wall = time.monotonic() - started
-    manifest["generation"].update(
-        finished_at=now_iso(), wall_seconds=round(wall, 3), rows_sent=len(pending)
-    )
-    invocation.update(
-        finished_at=manifest["generation"]["finished_at"],
+    generation = manifest["generation"]
+    generation.update(finished_at=now_iso(), wall_seconds=round(wall, 3), rows_sent=len(pending))
+    run.entry.update(
+        finished_at=generation["finished_at"],
         wall_seconds=round(wall, 3),
         rows_sent=len(pending),
-        errors=errors,
+        errors=run.tally.errors,
         completed=True,
     )
     store.write_json(run_path, manifest)
-    return GenerationOutcome(len(dataset.rows), len(pending), errors, window, wall)
+    return GenerationOutcome(
+        len(dataset.rows), len(pending), run.tally.errors, window, wall, generation.get("serving")
+    )
+
+
+async def _ask(
+    run: _Invocation,
+    client: ChatClient,
+    window: ContextWindow,
+    pending: list[Row],
+    listener: ProgressListener | None,
+) -> None:
+    """Ask the candidate every pending row, storing each answer; then the serving figures."""
+    rows = len(run.dataset.rows)
+    progress = Progress("generate", total=rows, done=rows - len(pending), listener=listener)
+    config, tally = run.config, run.tally
+    early = EarlyStop("candidate", client.base_url, config.model, len(pending))
+
+    async def answer(row: Row) -> None:
+        record, failure = await _answer(client, run.dataset, row, config, window, tally.serving)
+        run.log.append(record)
+        run.stored[row.index] = record
+        tally.sent += 1
+        tally.errors += record["error"] is not None
+        progress.advance(error=record["error"] is not None)
+        early.observe(failure)
+
+    finished = False
+    try:
+        before = await _scrape(config) if pending else None
+        phase_started = time.perf_counter()
+        await run_pool(pending, config.concurrency, answer)
+        wall = time.perf_counter() - phase_started
+        finished = True
+    except BaseException:
+        run.entry.update(finished_at=now_iso(), rows_sent=tally.sent, completed=False)
+        store.write_json(run.run_path, run.manifest)
+        raise
+    finally:
+        # A finished log is rewritten (and synced) later; an unfinished one is synced now.
+        run.log.close(sync=not finished)
+        progress.close()
+    if not pending:
+        return  # nothing measured: the last measured phase's figures stay
+    serving = tally.serving.block(wall_s=wall, concurrency=config.concurrency, gpus=config.gpus)
+    if config.server_metrics and before is not None:  # unreadable before: warned once
+        server = server_block(config.server_metrics, before, await _scrape(config), wall)
+        if server is not None:
+            serving["server"] = server
+    run.manifest["generation"]["serving"] = run.entry["serving"] = serving
 
 
 async def _answer(
-    client: ChatClient, dataset: Dataset, row: Row, model: str, window: ContextWindow
+    client: ChatClient,
+    dataset: Dataset,
+    row: Row,
+    config: CandidateConfig,
+    window: ContextWindow,
+    serving: ServingRecorder,
 ) -> tuple[dict[str, Any], ChatError | None]:
     """Ask the candidate one row; the record to store (answer or error) and the error."""
     messages = messages_for(dataset, row)
@@ -269,9 +357,10 @@ async def _answer(
     failure: ChatError | None = None
     record: dict[str, Any]
     try:
-        result = await client.chat(model, messages, max_tokens=budget)
+        result = await client.chat(config.model, messages, max_tokens=budget, stream=config.stream)
     except ChatError as exc:
         failure = exc
+        serving.fail()
         record = {
             "row_index": row.index,
             "row_id": row.row_id,
@@ -289,8 +378,11 @@ async def _answer(
                 "message": exc.message,
                 "status": exc.status,
             },
+            **NO_TIMING,
         }
     else:
+        timing = timing_fields(result)
+        serving.observe(result, timing)
         record = {
             "row_index": row.index,
             "row_id": row.row_id,
@@ -307,6 +399,7 @@ async def _answer(
             "response_id": result.response_id,
             "served_model": result.model,
             "error": None,
+            **timing,
         }
     record["finished_at"] = now_iso()
     return record, failure

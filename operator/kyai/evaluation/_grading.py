@@ -22,7 +22,7 @@ from kyai.evaluation._judge import GenerationSet, JudgeConfig, build_summary, ju
 from kyai.evaluation._progress import ProgressListener
 from kyai.evaluation._reasoning import strip_reasoning
 from kyai.evaluation._scoring import comparison_key
-from kyai.graders import Grade, GradeInput, Grader, GradingContext, ModelBridge
+from kyai.graders import Grade, GradeInput, Grader, GradingContext, GradingOutcome, ModelBridge
 
 
 @dataclass(frozen=True)
@@ -59,22 +59,8 @@ def _record(index: int, row_id: str, grade: Grade) -> dict[str, Any]:
     }
 
 
-async def judge_with_grader(
-    generations_dir: Path, output: Path, judge_spec: GraderJudge
-) -> dict[str, Any]:
-    """Grade every stored answer of ``generations_dir`` into ``output``; return the summary."""
-    source = GenerationSet.load(generations_dir)
-    output.mkdir(parents=True, exist_ok=True)
-    grader = judge_spec.grader
-    identity = {"type": judge_spec.kind, **dict(grader.identity)}
-    key = comparison_key(
-        dataset_sha256=source.dataset["sha256"],
-        generation_prompt=source.generation_prompt,
-        judge=identity,
-        scoring_method=f"kyai-mean-fail-closed/v1+{grader.name}",
-    )
-    started_at = now_iso()
-    started = time.monotonic()
+def _grade_inputs(source: GenerationSet) -> list[GradeInput]:
+    """The judge-facing copy of every stored answer (empty for a failed candidate)."""
     inputs = []
     for row in source.rows:
         record = source.generations[row.index]
@@ -87,6 +73,14 @@ async def judge_with_grader(
                 candidate_failed=failed,
             )
         )
+    return inputs
+
+
+async def _grade(
+    source: GenerationSet, output: Path, judge_spec: GraderJudge, inputs: list[GradeInput]
+) -> GradingOutcome:
+    """Run the grader over ``inputs``, its model calls (if any) through the bridge."""
+    grader = judge_spec.grader
     client: ChatClient | None = None
     bridge: ModelBridge | None = None
     bridge_config = judge_spec.bridge_endpoint
@@ -121,12 +115,19 @@ async def judge_with_grader(
         raise RuntimeError(
             f"the grader {grader.name} returned {len(outcome.grades)} grades for {len(inputs)} rows"
         )
+    return outcome
+
+
+def _record_grades(
+    source: GenerationSet, output: Path, inputs: list[GradeInput], grades: Sequence[Grade]
+) -> dict[int, dict[str, Any]]:
+    """Write every row's judgement (a failed candidate's row scores 0 with its error kind)."""
     judged: dict[int, dict[str, Any]] = {}
     log_path = output / store.JUDGEMENTS
     log_path.unlink(missing_ok=True)  # graders are re-run whole: no mixing with old records
     log = store.JsonlLog(log_path)
     try:
-        for item, grade in zip(inputs, outcome.grades, strict=True):
+        for item, grade in zip(inputs, grades, strict=True):
             if item.candidate_failed:
                 error = source.generations[item.row.index]["error"]
                 grade = Grade(
@@ -140,6 +141,28 @@ async def judge_with_grader(
             log.append(record)
     finally:
         log.close()
+    return judged
+
+
+async def judge_with_grader(
+    generations_dir: Path, output: Path, judge_spec: GraderJudge
+) -> dict[str, Any]:
+    """Grade every stored answer of ``generations_dir`` into ``output``; return the summary."""
+    source = GenerationSet.load(generations_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    grader = judge_spec.grader
+    identity = {"type": judge_spec.kind, **dict(grader.identity)}
+    key = comparison_key(
+        dataset_sha256=source.dataset["sha256"],
+        generation_prompt=source.generation_prompt,
+        judge=identity,
+        scoring_method=f"kyai-mean-fail-closed/v1+{grader.name}",
+    )
+    started_at = now_iso()
+    started = time.monotonic()
+    inputs = _grade_inputs(source)
+    outcome = await _grade(source, output, judge_spec, inputs)
+    judged = _record_grades(source, output, inputs, outcome.grades)
     store.write_json(
         output / store.JUDGE,
         {
@@ -150,6 +173,7 @@ async def judge_with_grader(
             "started_at": started_at,
         },
     )
+    bridge_config = judge_spec.bridge_endpoint
     summary = build_summary(
         source,
         key=key,

@@ -27,6 +27,7 @@ from kyai.evaluation._budget import output_budget, resolve_window
 from kyai.evaluation._client import ChatClient, ChatError, RetryPolicy
 from kyai.evaluation._earlystop import EarlyStop
 from kyai.evaluation._generate import check_served, now_iso
+from kyai.evaluation._keyfile import KeyFile
 from kyai.evaluation._pool import run_pool
 from kyai.evaluation._progress import Progress, ProgressListener
 from kyai.evaluation._reasoning import strip_reasoning
@@ -46,7 +47,8 @@ class JudgeConfig:
 
     endpoint: str
     model: str
-    api_key: str | None = field(default=None, repr=False)
+    api_key: str | KeyFile | None = field(default=None, repr=False)
+    """The key, or the file it is read from (again whenever it changed)."""
     prompt: str | None = None  # overrides the dataset's judge prompt
     concurrency: int = 16
     timeout_s: float = 600.0
@@ -120,18 +122,17 @@ class GenerationSet:
         return str(stored)
 
 
-async def judge(
-    generations_dir: Path,
-    output: Path,
-    config: JudgeConfig,
-    *,
-    listener: ProgressListener | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-) -> dict[str, Any]:
-    """Judge every stored answer of ``generations_dir`` into ``output``; return the summary."""
-    source = GenerationSet.load(generations_dir)
-    prompt = source.judge_prompt(config.prompt)
-    output.mkdir(parents=True, exist_ok=True)
+@dataclass(frozen=True)
+class _Identity:
+    """What a judging is of: the judge, its comparison key, and the answers it judges."""
+
+    judge: dict[str, Any]
+    key: str
+    generation: dict[str, Any]
+    generation_sha: dict[int, str]
+
+
+def _identity(source: GenerationSet, config: JudgeConfig, prompt: str) -> _Identity:
     judge_identity = {
         "type": "llm",
         "model": config.model,
@@ -147,36 +148,65 @@ async def judge(
     generation_sha = {
         row.index: sha256_text(store.dumps(source.generations[row.index])) for row in source.rows
     }
-    generation_identity = {
+    generation = {
         "dataset_sha256": dataset["sha256"],
         "candidate_model": source.manifest["candidate"]["model"],
         "generations_sha256": sha256_text(
             store.dumps([source.generations[row.index] for row in source.rows])
         ),
     }
+    return _Identity(judge_identity, key, generation, generation_sha)
+
+
+def _resume(
+    output: Path, identity: _Identity
+) -> tuple[store.JsonlLog, dict[str, Any] | None, dict[int, dict[str, Any]]]:
+    """The judgements log, the earlier manifest, and the judgements still valid.
+
+    Refuses an output directory of another judge or of other answers; after ``generate
+    --retry-errors`` changed some answers, exactly those rows are judged again.
+    """
     judge_path = output / store.JUDGE
     log = store.JsonlLog(output / store.JUDGEMENTS)
     previous = store.read_json(judge_path) if judge_path.exists() else None
     old_generation = (previous or {}).get("generation") or {}
+    generation = identity.generation
     if previous is not None and (
-        previous.get("comparison_key") != key
-        or old_generation.get("dataset_sha256") != generation_identity["dataset_sha256"]
-        or old_generation.get("candidate_model") != generation_identity["candidate_model"]
+        previous.get("comparison_key") != identity.key
+        or old_generation.get("dataset_sha256") != generation["dataset_sha256"]
+        or old_generation.get("candidate_model") != generation["candidate_model"]
     ):
         raise store.RunDirectoryError(
             f"{output} already holds judgements of another judge or of other answers; "
             "use a new --output directory to judge again."
         )
     judged = store.latest_by_row(log.read()) if previous is not None else {}
-    if old_generation != generation_identity:
+    if old_generation != generation:
         # Some answers changed since (generate --retry-errors): re-judge exactly those rows.
         judged = {
             index: record
             for index, record in judged.items()
-            if record.get("generation_sha256") == generation_sha.get(index)
+            if record.get("generation_sha256") == identity.generation_sha.get(index)
         }
     if previous is None and log.path.exists():
         log.path.unlink()  # judgements without their manifest cannot be trusted
+    return log, previous, judged
+
+
+async def judge(
+    generations_dir: Path,
+    output: Path,
+    config: JudgeConfig,
+    *,
+    listener: ProgressListener | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> dict[str, Any]:
+    """Judge every stored answer of ``generations_dir`` into ``output``; return the summary."""
+    source = GenerationSet.load(generations_dir)
+    prompt = source.judge_prompt(config.prompt)
+    output.mkdir(parents=True, exist_ok=True)
+    identity = _identity(source, config, prompt)
+    log, previous, judged = _resume(output, identity)
     started_at = (previous or {}).get("started_at") or now_iso()
     started = time.monotonic()
     pending = [row for row in source.rows if row.index not in judged]
@@ -193,46 +223,22 @@ async def judge(
     ) as client:
         endpoint = client.base_url
         store.write_json(
-            judge_path,
+            output / store.JUDGE,
             {
                 "format": 1,
-                "comparison_key": key,
-                "generation": generation_identity,
+                "comparison_key": identity.key,
+                "generation": identity.generation,
                 "generations_dir": str(generations_dir),
-                "judge": {**judge_identity, "endpoint": client.base_url},
+                "judge": {**identity.judge, "endpoint": client.base_url},
                 "started_at": started_at,
             },
         )
-        needs_judge = any(not source.generations[row.index].get("error") for row in pending)
-        cards = await client.list_models() if needs_judge else []
-        check_served(cards, config.model, client.base_url, "judge")
-        window = resolve_window(cards, config.model)
-        asked = sum(1 for row in pending if not source.generations[row.index].get("error"))
-        early = EarlyStop("judge", client.base_url, config.model, asked)
-
-        async def judge_one(row: Row) -> None:
-            record, failure, called = await _judge_row(
-                client, config.model, prompt, row, source.generations[row.index], window.tokens
-            )
-            record["generation_sha256"] = generation_sha[row.index]
-            log.append(record)
-            judged[row.index] = record
-            progress.advance(error=record["error"] is not None)
-            if called:
-                early.observe(failure)
-
-        finished = False
-        try:
-            await run_pool(pending, config.concurrency, judge_one)
-            finished = True
-        finally:
-            # A finished log is rewritten (and synced) below; an unfinished one is synced now.
-            log.close(sync=not finished)
-            progress.close()
+        run = _Run(client, config, prompt, source, identity, log, judged, progress)
+        await run.judge_all(pending)
     log.rewrite(judged)
     summary = build_summary(
         source,
-        key=key,
+        key=identity.key,
         judge_type="llm",
         judge_model=config.model,
         judge_endpoint=endpoint,
@@ -246,6 +252,50 @@ async def judge(
     )
     store.write_json(output / store.SUMMARY, summary)
     return summary
+
+
+@dataclass
+class _Run:
+    """The rows of one judging sent to the judge, each recorded as it finishes."""
+
+    client: ChatClient
+    config: JudgeConfig
+    prompt: str
+    source: GenerationSet
+    identity: _Identity
+    log: store.JsonlLog
+    judged: dict[int, dict[str, Any]]
+    progress: Progress
+
+    async def judge_all(self, pending: list[Row]) -> None:
+        """Judge ``pending`` (the judge is asked only when some answer is not an error)."""
+        client, config, generations = self.client, self.config, self.source.generations
+        needs_judge = any(not generations[row.index].get("error") for row in pending)
+        cards = await client.list_models() if needs_judge else []
+        check_served(cards, config.model, client.base_url, "judge")
+        window = resolve_window(cards, config.model)
+        asked = sum(1 for row in pending if not generations[row.index].get("error"))
+        early = EarlyStop("judge", client.base_url, config.model, asked)
+
+        async def judge_one(row: Row) -> None:
+            record, failure, called = await _judge_row(
+                client, config.model, self.prompt, row, generations[row.index], window.tokens
+            )
+            record["generation_sha256"] = self.identity.generation_sha[row.index]
+            self.log.append(record)
+            self.judged[row.index] = record
+            self.progress.advance(error=record["error"] is not None)
+            if called:
+                early.observe(failure)
+
+        finished = False
+        try:
+            await run_pool(pending, config.concurrency, judge_one)
+            finished = True
+        finally:
+            # A finished log is rewritten (and synced) below; an unfinished one is synced now.
+            self.log.close(sync=not finished)
+            self.progress.close()
 
 
 def build_summary(
@@ -304,6 +354,8 @@ def build_summary(
     }
     if metrics:
         summary["metrics"] = dict(metrics)
+    if generation.get("serving") is not None:  # the generation phase's (kyai generate)
+        summary["serving"] = generation["serving"]
     return summary
 
 

@@ -1,64 +1,68 @@
 """Reporting to the EvaluationRun a worker Job serves: live progress, then the result.
 
-Workers patch only ``status.progress`` and the result fields of their own EvaluationRun (the
-operator owns ``phase`` and ``conditions``). Progress is sent at most every ``interval_s``
-seconds from a background task, never blocking generation; the final result must get
-through, or the worker fails (and its Job retries, resuming from the stored files).
+The reporting itself is :mod:`kyai.worker_status` (shared with ``kyai lm-eval``); this module
+reads the engine's progress updates and summary into the fields a worker may write
+(:class:`~kyai.api.WorkerStatus`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import os
+import asyncio  # noqa: F401  (the final report's back-off sleeps are asyncio.sleep)
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kyai._clock import now
-from kyai.api import EvaluationRunStatus, status_patch
-from kyai.api.evaluationrun import MAX_METRICS, JudgeResult, Progress
-from kyai.constants import GROUP, KINDS, VERSION
+from kyai.api import (
+    MAX_LISTED_SCORES,
+    JudgeResult,
+    Progress,
+    ScoreInterval,
+    ServerServing,
+    ServingStatus,
+    WorkerStatus,
+    pack_scores,
+    status_patch,
+)
+from kyai.api.evaluationrun import MAX_METRICS
+from kyai.api.serving import DISTRIBUTIONS, STATISTICS
 from kyai.evaluation._progress import ProgressUpdate
+from kyai.worker_status import (
+    Patcher,
+    ReportError,
+    WorkerStatusReporter,
+    run_status_patcher,
+    send_final,
+)
 
-log = logging.getLogger(__name__)
+__all__ = [
+    "MAX_STATUS_SCORES",
+    "Patcher",
+    "ReportError",
+    "StatusReporter",
+    "kubernetes_patcher",
+    "progress_status",
+    "result_status",
+    "run_metrics",
+    "serving_status",
+]
 
-#: Per-question scores go into status only up to this many rows (etcd's object size limit).
-MAX_STATUS_SCORES = 1000
+#: Per-question scores go into status.scores up to this many rows, above it packed into
+#: status.scoresPacked (etcd's object size limit; :mod:`kyai.api.scores`).
+MAX_STATUS_SCORES = MAX_LISTED_SCORES
 
-Patcher = Callable[[dict[str, Any]], None]
-
-
-class ReportError(RuntimeError):
-    """The final result could not be written into the EvaluationRun's status."""
+#: A merge-patcher of one EvaluationRun's status subresource (in-cluster or kubeconfig).
+kubernetes_patcher = run_status_patcher
 
 
-def kubernetes_patcher(namespace: str, name: str) -> Patcher:
-    """A merge-patcher of one EvaluationRun's status subresource (in-cluster or kubeconfig)."""
-    from kubernetes import client, config
-
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
-        config.load_incluster_config()
-    else:
-        config.load_kube_config()
-    api = client.CustomObjectsApi()
-    plural = KINDS["EvaluationRun"][0]
-
-    def patch(body: dict[str, Any]) -> None:
-        api.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, plural, name, body)
-
-    return patch
+def _progress(update: ProgressUpdate) -> Progress:
+    return Progress(phase=update.phase, done=update.done, total=update.total, errors=update.errors)
 
 
 def progress_status(update: ProgressUpdate) -> dict[str, Any]:
     """The ``status.progress`` of an update."""
-    progress = Progress(
-        phase=update.phase,
-        done=update.done,
-        total=update.total,
-        errors=update.errors,
-        updated_at=now(),
-    )
+    progress = _progress(update).model_copy(update={"updated_at": now()})
+    progress.model_fields_set.add("updated_at")
     return progress.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
@@ -105,9 +109,69 @@ def run_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
     return dict(list(out.items())[:MAX_METRICS])
 
 
-def result_status(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The status fields a finished judge phase reports, through the API's status model."""
-    status = EvaluationRunStatus(
+# -- status.serving and status.avgScoreInterval (issues 21, 22) -------------------------------
+
+
+def _distributions(block: Mapping[str, Any]) -> dict[str, float]:
+    """``{ttft_p50_ms: …}`` of a serving block's ``ttft_ms: {p50: …}`` distributions."""
+    flat = {}
+    for figure in DISTRIBUTIONS:
+        values = block.get(f"{figure}_ms")
+        if not isinstance(values, Mapping):
+            continue
+        for statistic in STATISTICS:
+            value = values.get(statistic)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                flat[f"{figure}_{statistic}_ms"] = float(value)
+    return flat
+
+
+def _known(block: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: block[name] for name in names if block.get(name) is not None}
+
+
+def serving_status(block: Mapping[str, Any] | None) -> ServingStatus | None:
+    """``status.serving`` of ``summary.json``'s ``serving`` block (None without one)."""
+    if not isinstance(block, Mapping):
+        return None
+    serving = ServingStatus.model_validate(
+        {
+            **_distributions(block),
+            **_known(block, ("streamed", "requests", "failed", "concurrency", "wall_seconds",
+                             "output_tokens", "output_tokens_per_second", "requests_per_second",
+                             "gpus", "gpu_seconds")),
+        }
+    )  # fmt: skip
+    server = block.get("server")
+    if isinstance(server, Mapping):
+        serving.server = ServerServing.model_validate(
+            {
+                **_distributions(server),
+                **_known(server, ("url", "requests", "output_tokens", "output_tokens_per_second")),
+            }
+        )
+    return serving
+
+
+def _interval(summary: Mapping[str, Any]) -> ScoreInterval | None:
+    stored = summary.get("avg_score_interval")
+    return ScoreInterval.model_validate(stored) if isinstance(stored, Mapping) else None
+
+
+def _scores(status: WorkerStatus, summary: Mapping[str, Any]) -> None:
+    """Every question's score: listed up to 1,000 questions, packed above (if it fits)."""
+    scores = [float(score) for score in summary.get("scores") or []]
+    if len(scores) <= MAX_STATUS_SCORES:
+        status.scores = scores
+        return
+    packed = pack_scores(scores, dataset_sha256=summary.get("dataset_sha256"))
+    if packed is not None:
+        status.scores_packed = packed
+
+
+def result_model(summary: Mapping[str, Any]) -> WorkerStatus:
+    """The status fields a finished judge phase reports."""
+    status = WorkerStatus(
         avg_score=summary["avg_score"],
         avg_latency_ms=summary["avg_latency_ms"],
         questions=summary["count"],
@@ -122,13 +186,22 @@ def result_status(summary: Mapping[str, Any]) -> dict[str, Any]:
     metrics = run_metrics(summary)
     if metrics:
         status.metrics = metrics
-    scores = summary.get("scores") or []
-    if len(scores) <= MAX_STATUS_SCORES:
-        status.scores = list(scores)
+    _scores(status, summary)
+    interval = _interval(summary)
+    if interval is not None:
+        status.avg_score_interval = interval
+    serving = serving_status(summary.get("serving"))
+    if serving is not None:
+        status.serving = serving
     if summary.get("judges"):
         status.judges = [_judge_result(judge) for judge in summary["judges"]]
         status.agreement = {"pairs": list(summary.get("agreement") or [])}
-    return status_patch(status)
+    return status
+
+
+def result_status(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The status patch a finished judge phase sends (camelCase, through the API's model)."""
+    return status_patch(result_model(summary))
 
 
 class StatusReporter:
@@ -136,62 +209,19 @@ class StatusReporter:
 
     def __init__(self, patch: Patcher, *, interval_s: float = 5.0) -> None:
         self._patch = patch
-        self._interval = interval_s
-        self._latest: ProgressUpdate | None = None
-        self._sent: ProgressUpdate | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
+        self._reporter = WorkerStatusReporter(patch, interval_s=interval_s)
 
     async def __aenter__(self) -> StatusReporter:
-        self._task = asyncio.create_task(self._run())
+        await self._reporter.__aenter__()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-        await self._flush()
+        await self._reporter.__aexit__(*exc_info)
 
     def listener(self, update: ProgressUpdate) -> None:
         """A progress listener: keeps the latest update for the next send."""
-        self._latest = update
-        if update.done >= update.total:
-            self._wake.set()
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self._interval)
-            except TimeoutError:
-                pass
-            self._wake.clear()
-            await self._flush()
-
-    async def _flush(self) -> None:
-        update = self._latest
-        if update is None or update == self._sent:
-            return
-        try:
-            await asyncio.to_thread(self._patch, {"status": {"progress": progress_status(update)}})
-        except Exception as exc:  # progress is best effort: the run goes on
-            log.warning("Could not report progress to the EvaluationRun: %s", exc)
-        else:
-            self._sent = update
+        self._reporter.progress(_progress(update), finished=update.done >= update.total)
 
     async def final(self, summary: Mapping[str, Any]) -> None:
         """Report the result; raise :class:`ReportError` when it cannot be written."""
-        body = {"status": result_status(summary)}
-        last_error: Exception | None = None
-        for attempt in range(5):
-            try:
-                await asyncio.to_thread(self._patch, body)
-                return
-            except Exception as exc:
-                last_error = exc
-                await asyncio.sleep(min(2.0**attempt, 10.0))
-        raise ReportError(
-            f"Could not write the result into the EvaluationRun's status: {last_error}"
-        ) from last_error
+        await send_final(self._patch, result_model(summary))

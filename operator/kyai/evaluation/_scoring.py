@@ -1,9 +1,10 @@
 """Scoring: the KYAI average, error counts, the comparison key and ``summary.json``.
 
 ``avg_score`` is the mean over every row of the dataset: a row whose candidate or judge
-failed scores 0 and stays in the denominator. ``avg_latency_ms`` is the mean latency of the
-candidate's successful answers (a failed request has no answer latency to rank on). Results
-are comparable exactly when their ``comparison_key`` is equal.
+failed scores 0 and stays in the denominator; ``avg_score_interval`` is its 95 % interval
+(Wilson when every score is 0 or 1, else t; :mod:`kyai.stats`). ``avg_latency_ms`` is the
+mean latency of the candidate's successful answers (a failed request has no answer latency
+to rank on). Results are comparable exactly when their ``comparison_key`` is equal.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kyai.evaluation._store import dumps
+from kyai.stats import StatsError, score_interval
 
 #: The scoring method of the LLM judge path: mean of per-row judge scores, fail-closed.
 SCORING_METHOD = "kyai-mean-fail-closed/v1"
@@ -93,6 +95,7 @@ def score_rows(
     return {
         "count": total_rows,
         "avg_score": round(sum(scores) / total_rows, 6) if total_rows else 0.0,
+        "avg_score_interval": avg_score_interval(scores),
         "avg_latency_ms": round(statistics.fmean(latencies), 3) if latencies else None,
         "latency_ms_p50": _round(_percentile(latencies, 50)),
         "latency_ms_p95": _round(_percentile(latencies, 95)),
@@ -101,6 +104,17 @@ def score_rows(
         "scores": scores,
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
     }
+
+
+def avg_score_interval(scores: Sequence[float]) -> dict[str, Any] | None:
+    """The 95 % interval of ``avg_score`` as summary.json holds it; None under 2 questions.
+
+    ``{low, high, standard_error, confidence, method}`` (:func:`kyai.stats.score_interval`).
+    """
+    try:
+        return score_interval(scores).as_dict()
+    except StatsError:
+        return None
 
 
 def _round(value: float | None) -> float | None:

@@ -61,13 +61,16 @@ grader only reports aggregates). Model calls (``ctx.responses_create`` /
 ``ctx.embeddings_create``) go to :attr:`GradingContext.bridge` with ``stream``, ``store`` and
 ``background`` removed; the bridge picks the run's judge / embedding model for ``model="auto"``
 or none; every call is logged in ``details["model_calls"]``.
+
+This module reads what the code returns and grades rows; the declarations are
+:mod:`~kyai.graders._python_declaration`, the rows as the code sees them
+:mod:`~kyai.graders._python_rows`, the sandboxed program :mod:`~kyai.graders._python_program`
+and preprocessors :mod:`~kyai.graders._python_preprocess`.
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
-import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -75,12 +78,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from kyai.datasets import Row, thaw_json
-
-from ._sandbox import BridgeHandler, SandboxLimits, SandboxResult, run_sandboxed
-from ._types import CANDIDATE_ERROR, Grade, GradeInput, GradingContext, GradingOutcome, ModelBridge
+from ._python_declaration import (
+    _VERSION,
+    GraderDeclaration,
+    GraderDeclarationError,
+    PreprocessDeclaration,
+    PreprocessError,
+    _default_execution,
+    _model_access,
+    _parse_declaration,
+    _read_source,
+    _require,
+    _top_level_names,
+)
+from ._python_preprocess import PythonPreprocessor
+from ._python_program import _bridge_handler, _Program
+from ._python_rows import _describe, batch_sample_dict, item_dict, sample_dict
+from ._sandbox import BridgeHandler, SandboxLimits, SandboxResult
+from ._types import CANDIDATE_ERROR, Grade, GradeInput, GradingContext, GradingOutcome
 
 __all__ = [
     "GraderDeclaration",
@@ -96,162 +111,8 @@ __all__ = [
     "sample_dict",
 ]
 
-_HARNESS = Path(__file__).with_name("_python_child.py")
-_VERSION = "1"
-_INLINE_FILENAME = "<grader>"
 #: Largest raw payload kept in a grade's details, as JSON text.
 _MAX_RAW_CHARS = 16_384
-_REMOVED_REQUEST_KEYS = ("stream", "store", "background")
-
-
-class GraderDeclarationError(ValueError):
-    """A grader or preprocessor declaration is invalid; the message names the field."""
-
-
-class PreprocessError(RuntimeError):
-    """A preprocessor failed; the rows cannot be prepared."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_file_id(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and "file_id" in data:
-            raise ValueError(
-                "'file_id' names an uploaded file, which KYAI does not have: give 'file' (a "
-                "path relative to the declaration) or 'source' instead."
-            )
-        return data
-
-
-class _Sourced(_Strict):
-    @model_validator(mode="after")
-    def _one_source(self) -> Any:
-        source = getattr(self, "source", None)
-        file = getattr(self, "file", None)
-        if (source is None) == (file is None):
-            raise ValueError("Give exactly one of 'source' and 'file'.")
-        return self
-
-
-class PreprocessDeclaration(_Sourced):
-    """A Python preprocessor: ``transform(row)`` (sample) or ``transform_batch(rows)``."""
-
-    type: Literal["python"]
-    #: ``sample`` calls ``transform(row)`` for each row; ``batch`` calls
-    #: ``transform_batch(rows)`` once.
-    contract: Literal["sample", "batch"] = "sample"
-    #: Inline Python source.
-    source: str | None = None
-    #: A Python file, relative to the declaration's directory (``base_dir``).
-    file: str | None = None
-    #: Sandbox time limit for the whole preprocessing, 1 to 600 s.
-    timeout_seconds: int = Field(default=120, ge=1, le=600)
-
-
-class GraderDeclaration(_Sourced):
-    """The seed's Python grader declaration (with ``file`` instead of ``file_id``)."""
-
-    type: Literal["python"]
-    #: ``sample``, ``batch`` or ``model_backed``.
-    contract: Literal["sample", "batch", "model_backed"] = "sample"
-    #: ``per_sample`` (``grade``) or ``aggregate`` (``grade_batch``); by default ``sample`` →
-    #: per_sample, ``batch`` → aggregate, ``model_backed`` → per_sample when the source
-    #: defines ``grade``, else aggregate.
-    execution: Literal["per_sample", "aggregate"] | None = None
-    #: ``mka1`` enables ``ctx.responses_create`` / ``ctx.embeddings_create``; the default is
-    #: ``mka1`` for ``model_backed``, ``none`` otherwise.
-    model_access: Literal["mka1", "none"] | None = None
-    #: Score key for a grader that returns a single number.
-    metric_id: str = Field(default="score", min_length=1)
-    #: Inline Python source.
-    source: str | None = None
-    #: A Python file, relative to the declaration's directory (``base_dir``).
-    file: str | None = None
-    #: Sandbox time limit per execution (per row for per_sample), 1 to 600 s.
-    timeout_seconds: int = Field(default=120, ge=1, le=600)
-    #: Model calls allowed per execution, 0 to 500.
-    max_model_calls: int = Field(default=64, ge=0, le=500)
-    #: Declared metric ids; batch metrics outside them are dropped.
-    metrics: tuple[str, ...] | None = None
-    #: An optional preprocessor (may also sit beside ``grader``).
-    preprocess: PreprocessDeclaration | None = None
-
-
-class _Envelope(_Strict):
-    grader: GraderDeclaration
-    preprocess: PreprocessDeclaration | None = None
-
-
-def _validation_message(exc: ValidationError, prefix: str) -> str:
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
-        message = str(error["msg"]).removeprefix("Value error, ")
-        parts.append(f"{where}: {message}")
-    return "Invalid Python grader declaration: " + "; ".join(parts)
-
-
-def _read_source(
-    source: str | None, file: str | None, base_dir: Path, where: str
-) -> tuple[str, str]:
-    """The source text and the filename tracebacks show."""
-    if source is not None:
-        return source, _INLINE_FILENAME
-    assert file is not None
-    path = Path(file)
-    if not path.is_absolute():
-        path = base_dir / path
-    try:
-        return path.read_text(encoding="utf-8"), path.name
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GraderDeclarationError(f"{where}.file: cannot read {str(path)!r}: {exc}") from exc
-
-
-def _top_level_names(source: str, filename: str, where: str) -> set[str]:
-    try:
-        tree = ast.parse(source, filename=filename)
-    except (SyntaxError, ValueError) as exc:
-        raise GraderDeclarationError(
-            f"{where}: the Python source does not compile: {type(exc).__name__}: {exc}"
-        ) from exc
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-    return names
-
-
-def _require(names: set[str], function: str, where: str, why: str) -> None:
-    if function not in names:
-        raise GraderDeclarationError(
-            f"{where}: the source defines no top-level function {function!r}, which {why} needs."
-        )
-
-
-def _parse_declaration(
-    decl: Mapping[str, Any],
-) -> tuple[GraderDeclaration, PreprocessDeclaration | None]:
-    """(the grader declaration, a preprocess declaration beside it or None)."""
-    # An object with a "grader" key, or with a "preprocess" key but no "type", is an envelope.
-    envelope = "grader" in decl or ("preprocess" in decl and "type" not in decl)
-    try:
-        if envelope:
-            parsed = _Envelope.model_validate(decl)
-            return parsed.grader, parsed.preprocess
-        return GraderDeclaration.model_validate(decl), None
-    except ValidationError as exc:
-        raise GraderDeclarationError(
-            _validation_message(exc, "" if envelope else "grader")
-        ) from exc
 
 
 def _finite_number(value: Any) -> bool:
@@ -271,35 +132,6 @@ def _clip_raw(value: Any) -> Any:
     if len(text) <= _MAX_RAW_CHARS:
         return value
     return text[:_MAX_RAW_CHARS] + "…"
-
-
-def _unserializable(value: Any) -> str | None:
-    """Describe the first value the child could not send as JSON, if any."""
-    if isinstance(value, dict):
-        if set(value) == {"$unserializable", "repr"}:
-            return _describe(value)
-        for item in value.values():
-            found = _unserializable(item)
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for item in value:
-            found = _unserializable(item)
-            if found is not None:
-                return found
-    return None
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, dict) and set(value) == {"$unserializable", "repr"}:
-        return f"a {value['$unserializable']} ({value['repr'][:80]})"
-    if isinstance(value, bool):
-        return f"a boolean ({value})"
-    if isinstance(value, float):
-        return f"a non-finite number ({value})"
-    if value is None:
-        return "None"
-    return f"a {type(value).__name__}"
 
 
 def interpret_result(
@@ -369,60 +201,6 @@ def primary_score(
     return next(iter(scores.values()), None)
 
 
-def _row_fields(row: Row) -> dict[str, Any]:
-    fields: dict[str, Any] = dict(thaw_json(row.metadata))
-    fields.update(
-        instruction=row.instruction,
-        ground_truth_response=row.ground_truth_response,
-        external_row_id=row.row_id,
-    )
-    return fields
-
-
-def sample_dict(item: GradeInput, context: GradingContext) -> dict[str, Any]:
-    """The seed's ``sample`` for one row."""
-    return {
-        "output_text": item.response,
-        "extracted_output": item.response.strip(),
-        "model": context.candidate_model,
-        "prompt": item.row.instruction,
-        "task_id": context.dataset,
-        "run_id": context.run_id,
-        "sample_id": item.row.row_id,
-    }
-
-
-def item_dict(row: Row, context: GradingContext) -> dict[str, Any]:
-    """The seed's ``item`` for one row: its fields plus the convenience fields."""
-    item = _row_fields(row)
-    choices = item.get("choices")
-    item.update(
-        prompt=row.instruction,
-        target=row.ground_truth_response,
-        reference_answer=row.ground_truth_response,
-        choices=list(choices) if isinstance(choices, list) else [],
-        task_id=context.dataset,
-    )
-    return item
-
-
-def batch_sample_dict(item: GradeInput, context: GradingContext) -> dict[str, Any]:
-    """The seed's batch sample for one row."""
-    return {
-        "sample_id": item.row.row_id,
-        "task_id": context.dataset,
-        "model": context.candidate_model,
-        "prompt": item.row.instruction,
-        "target": item.row.ground_truth_response,
-        "output_text": item.response,
-        "extracted_output": item.response.strip(),
-        "dataset_row": _row_fields(item.row),
-        "response_id": None,
-        "scores": {},
-        "judge": None,
-    }
-
-
 _FAILURE_KINDS = {
     "timeout": "grader_timeout",
     "cpu_limit": "grader_timeout",
@@ -445,159 +223,6 @@ def _failure(result: SandboxResult) -> tuple[str, str, dict[str, Any]]:
     if result.traceback:
         error["traceback"] = result.traceback
     return kind, message, {"error": error}
-
-
-def _bridge_handler(bridge: ModelBridge | None, log: list[dict[str, Any]]) -> BridgeHandler:
-    async def handle(method: str, params: dict[str, Any]) -> Any:
-        entry: dict[str, Any] = {"method": method, "model": params.get("model", "auto")}
-        log.append(entry)
-        if bridge is None:
-            entry["error"] = "no model bridge"
-            raise RuntimeError(
-                "This run gives graders no model access (no judge endpoint is configured)."
-            )
-        calls = {
-            "responses_create": bridge.responses_create,
-            "embeddings_create": bridge.embeddings_create,
-        }
-        call = calls.get(method)
-        if call is None:
-            entry["error"] = "unknown method"
-            raise RuntimeError(f"Unknown model call {method!r}.")
-        request = {k: v for k, v in params.items() if k not in _REMOVED_REQUEST_KEYS}
-        try:
-            response = await call(**request)
-        except Exception as exc:
-            entry["error"] = f"{type(exc).__name__}: {exc}"
-            raise
-        if isinstance(response, dict):
-            entry["id"] = response.get("id")
-        return response
-
-    return handle
-
-
-class _Program:
-    """Resolved source plus the sandbox settings shared by graders and preprocessors."""
-
-    def __init__(self, source: str, filename: str, limits: SandboxLimits) -> None:
-        self.source = source
-        self.filename = filename
-        self.sha256 = hashlib.sha256(source.encode("utf-8")).hexdigest()
-        self.limits = limits
-
-    async def run(
-        self,
-        payload: dict[str, Any],
-        *,
-        bridge: BridgeHandler | None = None,
-    ) -> SandboxResult:
-        payload = {**payload, "source": self.source, "filename": self.filename}
-        return await run_sandboxed(
-            "run", payload, module_file=_HARNESS, limits=self.limits, bridge=bridge
-        )
-
-
-class PythonPreprocessor:
-    """``transform(row)`` / ``transform_batch(rows)`` in the sandbox, before prompts render."""
-
-    def __init__(self, declaration: PreprocessDeclaration, program: _Program) -> None:
-        self.declaration = declaration
-        self._program = program
-
-    @classmethod
-    def from_declaration(
-        cls,
-        decl: Mapping[str, Any] | PreprocessDeclaration,
-        *,
-        base_dir: str | Path | None = None,
-        limits: SandboxLimits | None = None,
-    ) -> PythonPreprocessor:
-        """Build from ``{"preprocess": {...}}`` or the inner object (see the module docs)."""
-        if isinstance(decl, PreprocessDeclaration):
-            declaration = decl
-        else:
-            inner = decl.get("preprocess", decl) if isinstance(decl, Mapping) else decl
-            try:
-                declaration = PreprocessDeclaration.model_validate(inner)
-            except ValidationError as exc:
-                raise GraderDeclarationError(_validation_message(exc, "preprocess")) from exc
-        base = Path(base_dir) if base_dir is not None else Path.cwd()
-        source, filename = _read_source(declaration.source, declaration.file, base, "preprocess")
-        function = "transform" if declaration.contract == "sample" else "transform_batch"
-        names = _top_level_names(source, filename, "preprocess")
-        _require(names, function, "preprocess", f"contract {declaration.contract!r}")
-        sandbox = replace(
-            limits or SandboxLimits(), timeout_seconds=declaration.timeout_seconds, max_calls=0
-        )
-        return cls(declaration, _Program(source, filename, sandbox))
-
-    @property
-    def identity(self) -> Mapping[str, Any]:
-        """What changes the prepared rows."""
-        return {
-            "type": "python",
-            "version": _VERSION,
-            "contract": self.declaration.contract,
-            "timeout_seconds": self.declaration.timeout_seconds,
-            "source_sha256": self._program.sha256,
-        }
-
-    async def apply(self, rows: Sequence[Row]) -> tuple[Row, ...]:
-        """Run the preprocessor over ``rows``; the rows it returns, re-indexed in order.
-
-        Raises :class:`PreprocessError` when the code fails or returns something that is not
-        a row (a dict with string ``instruction`` and ``ground_truth_response``).
-        """
-        mode = "transform" if self.declaration.contract == "sample" else "transform_batch"
-        payload = {"mode": mode, "rows": [_row_fields(row) for row in rows]}
-        result = await self._program.run(payload)
-        if not result.ok:
-            detail = f"\n{result.traceback}" if result.traceback else ""
-            raise PreprocessError(
-                f"The Python preprocessor failed ({result.error_kind}): {result.message}{detail}"
-            )
-        value = result.value
-        if not isinstance(value, list):
-            raise PreprocessError(
-                f"The preprocessor returned {_describe(value)}; {mode} must return "
-                + ("the row (a dict)." if mode == "transform" else "a list of rows (dicts).")
-            )
-        return tuple(
-            _row_from_dict(data, position, rows, mode) for position, data in enumerate(value)
-        )
-
-
-def _row_from_dict(data: Any, position: int, rows: Sequence[Row], mode: str) -> Row:
-    where = f"The preprocessor's row {position}"
-    if not isinstance(data, dict):
-        raise PreprocessError(f"{where} is {_describe(data)}, not a dict; {mode} must return rows.")
-    fields = dict(data)
-    fallback = rows[position] if mode == "transform" and position < len(rows) else None
-    row_id = fields.pop("external_row_id", fallback.row_id if fallback else None)
-    instruction = fields.pop("instruction", None)
-    ground_truth = fields.pop("ground_truth_response", None)
-    if isinstance(row_id, int) and not isinstance(row_id, bool):
-        row_id = str(row_id)
-    if not isinstance(row_id, str):
-        raise PreprocessError(f"{where} has no string 'external_row_id'.")
-    for name, text in (("instruction", instruction), ("ground_truth_response", ground_truth)):
-        if not isinstance(text, str):
-            raise PreprocessError(f"{where} ({row_id!r}) has no string {name!r}.")
-    assert isinstance(instruction, str) and isinstance(ground_truth, str)
-    odd = _unserializable(fields)
-    if odd is not None:
-        raise PreprocessError(f"{where} ({row_id!r}) is not a valid row: it holds {odd}.")
-    try:
-        return Row(
-            index=position,
-            row_id=row_id,
-            instruction=instruction,
-            ground_truth_response=ground_truth,
-            metadata=fields,
-        )
-    except TypeError as exc:
-        raise PreprocessError(f"{where} ({row_id!r}) is not a valid row: {exc}") from exc
 
 
 #: Error kinds of a row whose grader returned something unusable (counted as invalid).
@@ -987,18 +612,3 @@ class PythonGrader:
         if not scores:
             details["note"] = "grade_batch returned no score for this sample; see the metrics."
         return self._scored(scores, extracted=extracted, details=details)
-
-
-def _model_access(declaration: GraderDeclaration) -> bool:
-    """``model_access``, defaulting to ``mka1`` for ``model_backed`` and ``none`` otherwise."""
-    if declaration.model_access is not None:
-        return declaration.model_access == "mka1"
-    return declaration.contract == "model_backed"
-
-
-def _default_execution(contract: str, names: set[str]) -> Literal["per_sample", "aggregate"]:
-    if contract == "sample":
-        return "per_sample"
-    if contract == "batch":
-        return "aggregate"
-    return "per_sample" if "grade" in names or "grade_batch" not in names else "aggregate"

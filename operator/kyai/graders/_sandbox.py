@@ -390,22 +390,9 @@ async def run_sandboxed(
     workdir = tempfile.mkdtemp(prefix="kyai-sandbox-")
     run = _Run(limits, bridge)
     proc: asyncio.subprocess.Process | None = None
-    timed_out = False
     try:
         try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-I",
-                "-B",
-                str(_CHILD_FILE),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=workdir,
-                env=_child_env(workdir),
-                start_new_session=True,
-                limit=limits.max_message_bytes,
-            )
+            proc = await _start_child(workdir, limits)
         except OSError as exc:
             return SandboxResult(
                 ok=False,
@@ -413,32 +400,7 @@ async def run_sandboxed(
                 message=f"The sandbox process could not start: {exc}",
                 duration_seconds=time.monotonic() - started,
             )
-        assert proc.stderr is not None
-        drain = asyncio.create_task(run.drain(proc.stderr, proc))
-        try:
-            async with asyncio.timeout(limits.timeout_seconds):
-                await run.converse(proc, config)
-                if run.final is None and run.failure is None:
-                    await proc.wait()
-        except TimeoutError:
-            timed_out = True
-        if run.failure is not None or timed_out:
-            _kill_group(proc)
-        try:
-            async with asyncio.timeout(_EXIT_GRACE_SECONDS):
-                await proc.wait()
-        except TimeoutError:
-            _kill_group(proc)
-            await proc.wait()
-        # The child's own descendants (only possible where seccomp is missing) go too.
-        if not run.layers.get("seccomp"):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        try:
-            async with asyncio.timeout(_EXIT_GRACE_SECONDS):
-                await drain
-        except TimeoutError:
-            drain.cancel()
+        timed_out = await _supervise(run, proc, config)
         return _verdict(run, proc.returncode, timed_out, time.monotonic() - started)
     finally:
         if proc is not None and proc.returncode is None:
@@ -448,6 +410,59 @@ async def run_sandboxed(
         if proc is not None and proc.stdin is not None:
             proc.stdin.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def _start_child(workdir: str, limits: SandboxLimits) -> asyncio.subprocess.Process:
+    """The confined interpreter, in its own session, in a fresh working directory."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-I",
+        "-B",
+        str(_CHILD_FILE),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=workdir,
+        env=_child_env(workdir),
+        start_new_session=True,
+        limit=limits.max_message_bytes,
+    )
+
+
+async def _supervise(run: _Run, proc: asyncio.subprocess.Process, config: bytes) -> bool:
+    """Talk to the child until it answers, fails or runs out of time; True when it timed out.
+
+    The child (and, where seccomp is missing, its descendants) is gone when this returns.
+    """
+    limits = run.limits
+    timed_out = False
+    assert proc.stderr is not None
+    drain = asyncio.create_task(run.drain(proc.stderr, proc))
+    try:
+        async with asyncio.timeout(limits.timeout_seconds):
+            await run.converse(proc, config)
+            if run.final is None and run.failure is None:
+                await proc.wait()
+    except TimeoutError:
+        timed_out = True
+    if run.failure is not None or timed_out:
+        _kill_group(proc)
+    try:
+        async with asyncio.timeout(_EXIT_GRACE_SECONDS):
+            await proc.wait()
+    except TimeoutError:
+        _kill_group(proc)
+        await proc.wait()
+    # The child's own descendants (only possible where seccomp is missing) go too.
+    if not run.layers.get("seccomp"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        async with asyncio.timeout(_EXIT_GRACE_SECONDS):
+            await drain
+    except TimeoutError:
+        drain.cancel()
+    return timed_out
 
 
 def _verdict(run: _Run, returncode: int | None, timed_out: bool, duration: float) -> SandboxResult:

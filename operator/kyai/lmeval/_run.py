@@ -215,6 +215,11 @@ def run_lm_eval(
     return newest_results(out)
 
 
+#: lm_eval records the git hash of its working directory (`git describe`), which means
+#: nothing for a run against a server; outside a checkout git prints this line, dropped.
+_GIT_NOISE = "fatal: not a git repository"
+
+
 def _run_child(
     argv: list[str],
     child_env: dict[str, str],
@@ -240,6 +245,8 @@ def _run_child(
         assert proc.stdout is not None
         try:
             for line in proc.stdout:
+                if line.startswith(_GIT_NOISE):
+                    continue
                 sink.write(line)
                 if echo:
                     sys.stdout.write(line)

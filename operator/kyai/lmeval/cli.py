@@ -1,13 +1,14 @@
-"""``kyai lm-eval``: an lm-evaluation-harness task against a server, gated by thresholds.
+"""kyai lm-eval: lm-evaluation-harness tasks against a server, gated by thresholds.
 
-Writes ``summary.json`` in ``--output`` (the metrics as ``"<task>/<metric>,<filter>"``, the
-lm-eval version, each task's version and config hash, a verdict per threshold). Exit status
-(:mod:`kyai._exitcodes`): 0 when every threshold holds, 4 when one fails or a gated metric
-is missing, 2 for bad input, 1 when lm_eval fails (its log is in ``--output``).
+Writes summary.json in --output: the metrics as "<task>/<metric>,<filter>", the lm-eval
+version, each task's version and config hash, and a verdict per --threshold. The server's
+/v1/models is read first: a server that cannot be reached, or that does not serve --model,
+stops the command at once (exit status 3) instead of after lm_eval's retries.
 
-``--data-file SPLIT=PATH`` runs a task offline on local files in the task's native format
-(see :mod:`kyai.lmeval._tasks`). With ``--report-run NAMESPACE/NAME`` the metrics are also
-written into that EvaluationRun's ``status.metrics`` (the operator's lm-eval Job).
+--data-file SPLIT=PATH runs a task offline on local files in the task's native format
+(gsm8k: question/answer; IFEval: key/prompt/instruction_id_list/kwargs, split train). With
+--report-run NAMESPACE/NAME the metrics are also written into that EvaluationRun's
+status.metrics (the operator's lm-eval Job).
 """
 
 from __future__ import annotations
@@ -23,13 +24,59 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kyai._exitcodes import EXIT_FAILURE, EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE
+from kyai._exitcodes import (
+    EXIT_FAILURE,
+    EXIT_GATE_FAILED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+)
 
 log = logging.getLogger("kyai.lmeval")
 
 
 class UsageError(Exception):
     """A flag's value cannot be used; the message names the flag."""
+
+
+class ServerError(Exception):
+    """The server cannot be reached, or does not serve the model (exit status 3)."""
+
+
+#: Seconds the /v1/models probe may take.
+PROBE_TIMEOUT_S = 30.0
+
+
+def probe_server(endpoint: str, model: str, api_key: str | None) -> None:
+    """Check that ``endpoint`` answers ``/v1/models`` and serves ``model`` (ServerError).
+
+    lm_eval itself retries a dead server for minutes and then fails with a traceback; a
+    look at the server's model list first says what is wrong at once.
+    """
+    import httpx
+
+    from kyai.lmeval._run import api_url
+
+    url = api_url(endpoint, use_chat=True).removesuffix("/chat/completions")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.get(f"{url}/models", headers=headers, timeout=PROBE_TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        raise ServerError(f"--endpoint {endpoint}: cannot reach {url}/models: {exc}") from None
+    if response.status_code != 200:
+        raise ServerError(
+            f"--endpoint {endpoint}: {url}/models answered HTTP {response.status_code}"
+            + (" (check --api-key-env)" if response.status_code in (401, 403) else "")
+        )
+    try:
+        served = [str(card.get("id")) for card in response.json().get("data") or []]
+    except (ValueError, AttributeError):
+        raise ServerError(f"--endpoint {endpoint}: {url}/models is not a model list") from None
+    if served and model not in served:
+        raise ServerError(
+            f"--model {model}: the server at {url} does not serve it; it serves "
+            + ", ".join(served[:10])
+        )
 
 
 def _assignment(flag: str, text: str) -> tuple[str, str]:
@@ -179,6 +226,9 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"kyai lm-eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except ServerError as exc:
+        print(f"kyai lm-eval: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except subprocess.CalledProcessError as exc:
         tail = (exc.output or "").strip().splitlines()[-5:]
         print(
@@ -190,15 +240,29 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kyai.lmeval._metrics import gate, load_results, resolve_metric, task_metrics
-    from kyai.lmeval._run import run_lm_eval
-    from kyai.lmeval._runners import RUNNERS
-    from kyai.lmeval._tasks import TaskError, derive_local_task
-
     tasks: list[str] = list(dict.fromkeys(args.task))
     thresholds = parse_thresholds(args.threshold, tasks)
     data_files = parse_data_files(args.data_file, tasks)
     task_options = parse_task_options(args.task_option, tasks)
+    api_key = _checked_api_key(args)
+    probe_server(args.endpoint, args.model, api_key)
+    output: Path = args.output
+    output.mkdir(parents=True, exist_ok=True)
+    metrics: dict[str, float] = {}
+    task_info: dict[str, Any] = {}
+    lm_eval_version = None
+    for task in tasks:
+        found, info, version = _run_task(
+            args, task, task_options.get(task, {}), data_files.get(task), thresholds, api_key
+        )
+        metrics.update({f"{task}/{key}": value for key, value in sorted(found.items())})
+        lm_eval_version = version or lm_eval_version
+        task_info[task] = info
+    return _finish(args, metrics, thresholds, task_info, lm_eval_version)
+
+
+def _checked_api_key(args: argparse.Namespace) -> str | None:
+    """The API key of ``--api-key-env``, after the numeric flags are checked."""
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
@@ -209,58 +273,75 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} {value}: must be at least 1")
     if args.num_fewshot is not None and args.num_fewshot < 0:
         raise UsageError(f"--num-fewshot {args.num_fewshot}: must be at least 0")
+    return api_key
+
+
+def _run_task(
+    args: argparse.Namespace,
+    task: str,
+    options: Mapping[str, Any],
+    data_file: Mapping[str, str] | None,
+    thresholds: Mapping[str, float],
+    api_key: str | None,
+) -> tuple[dict[str, float], dict[str, Any], str | None]:
+    """Run one task; its metrics, its line of ``tasks`` in summary.json, lm-eval's version."""
+    from kyai.lmeval._metrics import load_results, resolve_metric, task_metrics
+    from kyai.lmeval._run import run_lm_eval
+    from kyai.lmeval._runners import RUNNERS
+    from kyai.lmeval._tasks import TaskError, derive_local_task
+
     output: Path = args.output
-    output.mkdir(parents=True, exist_ok=True)
-    metrics: dict[str, float] = {}
-    task_info: dict[str, Any] = {}
-    lm_eval_version = None
-    for task in tasks:
-        options = task_options.get(task, {})
-        num_fewshot = options.get("num_fewshot", args.num_fewshot)
-        run_name, include_path = task, None
-        if task in data_files:
-            try:
-                local = derive_local_task(
-                    task,
-                    data_files[task],
-                    output / "tasks",
-                    num_fewshot=num_fewshot,
-                )
-            except TaskError as exc:
-                raise UsageError(str(exc)) from None
-            run_name, include_path = local.name, local.include_path
-        path = run_lm_eval(
-            args.endpoint,
-            args.model,
-            run_name,
-            output / task,
-            api_key=api_key,
-            echo=not args.quiet,
-            use_chat=not args.completions,
-            fewshot_as_multiturn=args.fewshot_as_multiturn,
-            num_fewshot=num_fewshot,
-            gen_kwargs=options.get("gen_kwargs", args.gen_kwargs),
-            limit=options.get("limit", args.limit),
-            max_concurrent=args.concurrency,
-            request_timeout_s=args.request_timeout,
-            include_path=include_path,
-            env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"} if include_path else None,
-        )
-        results = load_results(path)
-        found = task_metrics(results, run_name)
-        wanted = set(RUNNERS[task].metric_keys) if task in RUNNERS else set()
-        wanted |= {key.split("/", 1)[1] for key in thresholds if key.startswith(f"{task}/")}
-        found.update(resolve_metric(results, run_name, sorted(wanted - set(found))))
-        metrics.update({f"{task}/{key}": value for key, value in sorted(found.items())})
-        lm_eval_version = results.get("lm_eval_version") or lm_eval_version
-        config = (results.get("configs") or {}).get(run_name)
-        task_info[task] = {
-            "lm_eval_task": run_name,
-            "version": (results.get("versions") or {}).get(run_name),
-            "config_sha256": _config_hash(config),
-            "samples": (results.get("n-samples") or {}).get(run_name),
-            "results_file": str(path),
-        }
+    num_fewshot = options.get("num_fewshot", args.num_fewshot)
+    run_name, include_path = task, None
+    if data_file is not None:
+        try:
+            local = derive_local_task(task, data_file, output / "tasks", num_fewshot=num_fewshot)
+        except TaskError as exc:
+            raise UsageError(str(exc)) from None
+        run_name, include_path = local.name, local.include_path
+    path = run_lm_eval(
+        args.endpoint,
+        args.model,
+        run_name,
+        output / task,
+        api_key=api_key,
+        echo=not args.quiet,
+        use_chat=not args.completions,
+        fewshot_as_multiturn=args.fewshot_as_multiturn,
+        num_fewshot=num_fewshot,
+        gen_kwargs=options.get("gen_kwargs", args.gen_kwargs),
+        limit=options.get("limit", args.limit),
+        max_concurrent=args.concurrency,
+        request_timeout_s=args.request_timeout,
+        include_path=include_path,
+        env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"} if include_path else None,
+    )
+    results = load_results(path)
+    found = task_metrics(results, run_name)
+    wanted = set(RUNNERS[task].metric_keys) if task in RUNNERS else set()
+    wanted |= {key.split("/", 1)[1] for key in thresholds if key.startswith(f"{task}/")}
+    found.update(resolve_metric(results, run_name, sorted(wanted - set(found))))
+    config = (results.get("configs") or {}).get(run_name)
+    info = {
+        "lm_eval_task": run_name,
+        "version": (results.get("versions") or {}).get(run_name),
+        "config_sha256": _config_hash(config),
+        "samples": (results.get("n-samples") or {}).get(run_name),
+        "results_file": str(path),
+    }
+    return found, info, results.get("lm_eval_version")
+
+
+def _finish(
+    args: argparse.Namespace,
+    metrics: dict[str, float],
+    thresholds: Mapping[str, float],
+    task_info: dict[str, Any],
+    lm_eval_version: str | None,
+) -> int:
+    """Gate the metrics, write summary.json, print the verdicts, report to the run."""
+    from kyai.lmeval._metrics import gate
+
     verdicts = gate(metrics, thresholds)
     passed = all(verdict.passed for verdict in verdicts)
     summary = {
@@ -273,6 +354,7 @@ def _run(args: argparse.Namespace) -> int:
         "thresholds": [verdict.to_dict() for verdict in verdicts],
         "passed": passed,
     }
+    output: Path = args.output
     (output / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     for key, value in metrics.items():
         print(f"{key} = {value:.4f}")

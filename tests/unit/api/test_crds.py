@@ -59,10 +59,17 @@ def test_names_columns_and_status() -> None:
         "Workload": ["wl"],
         "Snapshot": ["snap"],
         "EvaluationRun": ["er"],
+        "EvaluationSweep": ["esw", "sweep"],
     }
+    esw = by_kind["EvaluationSweep"]["spec"]["versions"][0]
+    columns = [c["name"] for c in esw["additionalPrinterColumns"] if not c.get("priority")]
+    assert columns == ["Phase", "Cells", "Succeeded", "Failed", "Best", "Age"]
     er = by_kind["EvaluationRun"]["spec"]["versions"][0]
     visible = [c["name"] for c in er["additionalPrinterColumns"] if not c.get("priority")]
-    assert visible == ["Phase", "Score", "Latency", "Workload", "Snapshot", "Age"]
+    assert visible == ["Phase", "Score", "Latency-ms", "Workload", "Snapshot", "Age"]
+    paths = {c["name"]: c["jsonPath"] for c in er["additionalPrinterColumns"]}
+    # A re-judge names no Workload or Snapshot itself: the columns read what the run scores.
+    assert paths["Workload"] == ".status.workload" and paths["Snapshot"] == ".status.snapshot"
     for definition in by_kind.values():
         version = definition["spec"]["versions"][0]
         assert version["subresources"] == {"status": {}}

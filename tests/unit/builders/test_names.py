@@ -11,7 +11,7 @@ import pytest
 from kyai.api import WorkloadSpec
 from kyai.builders import LABEL_NAME_MAX, SUBDOMAIN_MAX, child_name
 from kyai.builders import evaluation as build
-from kyai.builders.plan import JudgesPlan, LLMJudgePlan, Plan, SecretEnv
+from kyai.builders.plan import GeneratePlan, JudgesPlan, LLMJudgePlan, SecretEnv
 from kyai.builders.snapshot import snapshot_config_map
 from kyai.builders.workload import workload_deployment, workload_service
 from kyai.controllers.handlers import owning_run
@@ -47,14 +47,13 @@ def owner(name: str, kind: str = "EvaluationRun") -> dict[str, Any]:
 def run_children(run: str) -> list[dict[str, Any]]:
     """Every object the operator creates for a run named ``run``."""
     body = owner(run)
-    secret = SecretEnv(env="KYAI_JUDGE_API_KEY", secret=build.judge_secret_name(run), key="k")
+    secret = SecretEnv(env="KYAI_JUDGE_API_KEY", secret="judge-key", key="k")
     judges = JudgesPlan(
         llm=LLMJudgePlan(endpoint="https://judge:8443/v1", model="j", secret=secret),
         use_llm=True,
         graders={"g": {"grader": {"type": "python", "contract": "sample", "source": "x"}}},
     )
-    plan = Plan(
-        generate=True,
+    plan = GeneratePlan(
         generation_args=["generate"],
         results_claim=build.results_claim_name(run),
         own_claim=True,
@@ -79,7 +78,6 @@ def run_children(run: str) -> list[dict[str, Any]]:
         build.results_claim(body, size="1Gi", storage_class=None),
         *build.worker_rbac(body),
         build.graders_config_map(body, judges.graders),
-        build.judge_secret(body, secret, "a2V5"),
         build.judge_network_policy(body, [8443]),
     ]
 
@@ -109,7 +107,7 @@ def test_every_run_child_fits(run: str) -> None:
     children = run_children(run)
     assert {obj["kind"] for obj in children} >= {
         "Job", "PersistentVolumeClaim", "ServiceAccount", "Role", "RoleBinding", "ConfigMap",
-        "Secret", "NetworkPolicy",
+        "NetworkPolicy",
     }  # fmt: skip
     for obj in children:
         assert_fits(obj)

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
 import pytest
 
-from kyai.api import GenerationSettings
+from kyai.api import EvaluationRunStatus, GenerationSettings, status_patch
 from kyai.builders import evaluation as build
 from kyai.builders import worker_args
-from kyai.builders.plan import JudgesPlan, LLMJudgePlan, Plan, SecretEnv, SecretSource
-from kyai.constants import LABEL_RUN
+from kyai.builders.plan import (
+    GatewayToken,
+    GeneratePlan,
+    JudgesPlan,
+    LLMJudgePlan,
+    LmEvalPlan,
+    RejudgePlan,
+    SecretEnv,
+    plan_from_status,
+)
+from kyai.constants import LABEL_COMPONENT, LABEL_RUN
+from kyai.gateway import (
+    JUDGE_COMPONENT,
+    TOKEN_MOUNT_PATH,
+    TOKEN_VOLUME,
+    token_mount,
+    token_volume,
+)
 
 OWNER = {
     "apiVersion": "kyai.io/v1alpha1",
@@ -35,16 +50,15 @@ def judges(**fields: Any) -> JudgesPlan:
     return JudgesPlan(**{**base, **fields})
 
 
-def plan(**fields: Any) -> Plan:
+def plan(**fields: Any) -> GeneratePlan:
     base: dict[str, Any] = {
-        "generate": True,
         "generation_args": ["generate", "--model", "m"],
         "results_claim": "r1-results",
         "own_claim": True,
         "judges": judges(),
         "generations_path": "/results/r1",
     }
-    return Plan(**{**base, **fields})
+    return GeneratePlan(**{**base, **fields})
 
 
 def owned_by_run(meta: dict[str, Any]) -> None:
@@ -123,16 +137,6 @@ def test_graders_config_map() -> None:
     assert json.loads(manifest["data"]["ends-with.json"]) == grader("x = 1")
 
 
-def test_judge_secret_copies_the_value_under_the_plans_key() -> None:
-    value = base64.b64encode(b"sk-1").decode()
-    secret = SecretEnv(env="E", secret=build.judge_secret_name("r1"), key="api-key")
-    manifest = build.judge_secret(OWNER, secret, value)
-    assert (manifest["kind"], manifest["type"]) == ("Secret", "Opaque")
-    assert manifest["metadata"]["name"] == "r1-judge-key"
-    owned_by_run(manifest["metadata"])
-    assert manifest["data"] == {"api-key": value}
-
-
 def test_worker_rbac_reaches_only_its_run() -> None:
     account, role, binding = build.worker_rbac(OWNER)
     assert [o["kind"] for o in (account, role, binding)] == [
@@ -193,6 +197,56 @@ def test_judge_job_mounts_graders_only_when_there_are_some() -> None:
     plain = job_manifest(build.judge_job("r1", judges(), ["judge"]))
     volumes = plain["spec"]["template"]["spec"]["volumes"]
     assert all(v["name"] != "graders" for v in volumes)
+    assert all(v["name"] != TOKEN_VOLUME for v in volumes)
+
+
+GATEWAY = "http://kyai-judge-gateway.kyai-system.svc:8080/v1"
+
+
+def gateway_judges(**fields: Any) -> JudgesPlan:
+    token = GatewayToken(audience="aud-x", expiration_seconds=900)
+    llm = LLMJudgePlan(endpoint=GATEWAY, model="big", gateway_token=token)
+    return judges(llm=llm, **fields)
+
+
+def test_judge_args_behind_the_gateway_read_the_token_file() -> None:
+    args = worker_args.judge_args(
+        gateway_judges(), namespace="team-a", run="r1", generations_path="/results/r1",
+        generation=GEN,
+    )  # fmt: skip
+    flag = args.index("--judge-api-key-file")
+    assert args[flag + 1] == f"{TOKEN_MOUNT_PATH}/token"
+    assert "--judge-api-key-env" not in args
+    assert args[args.index("--judge-endpoint") + 1] == GATEWAY
+    assert args[args.index("--judge-model") + 1] == "big"
+
+
+def test_judge_job_behind_the_gateway_mounts_its_token_and_no_secret() -> None:
+    judged = gateway_judges(graders={"g": grader()})
+    args = worker_args.judge_args(
+        judged, namespace="team-a", run="r1", generations_path="/results/r1", generation=GEN
+    )
+    manifest = job_manifest(build.judge_job("r1", judged, args))
+    template = manifest["spec"]["template"]
+    pod = template["spec"]
+    (container,) = pod["containers"]
+    assert token_volume(audience="aud-x", expiration_seconds=900) in pod["volumes"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == TOKEN_VOLUME]
+    source = volume["projected"]["sources"][0]["serviceAccountToken"]
+    assert source == {"audience": "aud-x", "expirationSeconds": 900, "path": "token"}
+    assert token_mount() in container["volumeMounts"]
+    assert {"name": "graders", "configMap": {"name": "r1-graders"}} in pod["volumes"]
+    # No key in the pod: no env from a Secret, no Secret volume.
+    assert not any("valueFrom" in item for item in container["env"])
+    assert not any("secret" in v for v in pod["volumes"])
+    # What the gateway checks on the caller's pod: the run label, the judge component and the
+    # run's own worker ServiceAccount (the token is issued to it).
+    labels = template["metadata"]["labels"]
+    assert labels[LABEL_RUN] == "r1" and labels[LABEL_COMPONENT] == JUDGE_COMPONENT
+    assert pod["serviceAccountName"] == build.worker_name("r1")
+    assert container["args"] == args
+    # The gateway's port is the one the judge's fence lets out.
+    assert 8080 in build.endpoint_ports(judged)
 
 
 @pytest.mark.parametrize(
@@ -210,7 +264,7 @@ def test_plan_round_trips_through_status() -> None:
         judges=judges(
             llm=LLMJudgePlan(
                 endpoint="e", model="m", secret=JUDGE_SECRET,
-                copy_secret_from=SecretSource(namespace="kyai-system", name="k", key="api-key"),
+                gateway_token=GatewayToken(audience="kyai-judge-gateway", expiration_seconds=600),
             ),
             graders={"g": grader()}, names={"llm": "platform"},
         ),
@@ -218,18 +272,61 @@ def test_plan_round_trips_through_status() -> None:
     status = original.to_status()
     assert json.loads(json.dumps(status)) == status  # plain JSON, as the API server keeps it
     assert status["judges"]["useLlm"] is True and status["resultsClaim"] == "r1-results"
-    assert Plan.from_status(status) == original
+    assert status["kind"] == "generate"
+    assert plan_from_status(status) == original
 
 
 def test_plan_reads_the_earlier_list_form_of_secrets() -> None:
     status = plan().to_status()
     status["candidateSecret"] = ["A", "b", "c"]
-    status["judges"]["llm"]["copySecretFrom"] = ["ns", "name", "key"]
     status["judges"]["llm"]["secret"] = ["E", "s", "k"]
-    read = Plan.from_status(status)
+    read = plan_from_status(status)
+    assert isinstance(read, GeneratePlan)
     assert read.candidate_secret == SecretEnv(env="A", secret="b", key="c")
     assert read.judges.llm is not None
-    assert read.judges.llm.copy_secret_from == SecretSource(namespace="ns", name="name", key="key")
+    assert read.judges.llm.secret == SecretEnv(env="E", secret="s", key="k")
+
+
+def test_plans_that_named_a_secret_to_copy_are_read_without_it() -> None:
+    # Written before the gateway: the platform key's Secret to copy. Never copied any more.
+    status = plan(judges=judges(llm=LLMJudgePlan(endpoint="e", model="m", secret=JUDGE_SECRET)))
+    written = status.to_status()
+    written["judges"]["llm"]["copySecretFrom"] = {"namespace": "ns", "name": "k", "key": "api-key"}
+    read = plan_from_status(written)
+    assert isinstance(read, GeneratePlan) and read.judges.llm is not None
+    assert read.judges.llm.secret == JUDGE_SECRET and read.judges.llm.gateway_token is None
+    assert "copySecretFrom" not in read.to_status()["judges"]["llm"]
+
+
+def test_status_plan_is_one_union_told_apart_by_kind() -> None:
+    rejudge = RejudgePlan(
+        results_claim="src-results", own_claim=False, judges=judges(), generations_path="/r/s"
+    )
+    lmeval = LmEvalPlan(results_claim="r1-results", own_claim=True, args=["lm-eval"], tasks=["t"])
+    for original in (plan(), rejudge, lmeval):
+        # Written through the status model: the whole plan, its kind among it, even in a
+        # patch of the fields set.
+        written = status_patch(EvaluationRunStatus(plan=original))["plan"]
+        assert written["kind"] == original.kind
+        assert EvaluationRunStatus.model_validate({"plan": written}).plan == original
+    with pytest.raises(ValueError, match="kind"):
+        plan_from_status({**plan().to_status(), "kind": "sweep"})
+
+
+def test_plans_written_before_kind_existed_are_read() -> None:
+    generating = plan().to_status()
+    del generating["kind"]
+    assert isinstance(plan_from_status({**generating, "generate": True}), GeneratePlan)
+    judged = plan_from_status({**generating, "generate": False})
+    assert isinstance(judged, RejudgePlan) and judged.results_claim == "r1-results"
+    earlier_lmeval = {
+        "lmEval": {"args": ["lm-eval", "--task", "gsm8k"], "tasks": ["gsm8k"]},
+        "resultsClaim": "r1-results",
+        "ownClaim": True,
+    }
+    read = EvaluationRunStatus.model_validate({"plan": earlier_lmeval}).plan
+    assert isinstance(read, LmEvalPlan)
+    assert (read.tasks, read.results_claim, read.own_claim) == (["gsm8k"], "r1-results", True)
 
 
 def test_judges_model_shown_in_status() -> None:

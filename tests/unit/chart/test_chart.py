@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from kyai.api import EngineArgsSetSpec, EvaluationRunSpec, SnapshotSpec, WorkloadSpec
-from kyai.metrics import RunMetrics
+from kyai.metrics import RunMetrics, SweepMetrics
 from kyai.settings import OperatorSettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -41,6 +41,8 @@ CUSTOM_VALUES: dict[str, Any] = {
     "health": {"port": 9091},
     "grafanaDashboard": {"enabled": True, "labels": {"team": "ml"}},
     "extraEnv": [{"name": "KYAI_WORKLOAD_POLL_SECONDS", "value": "5"}],
+    "missingReferenceGraceSeconds": 120,
+    "snapshotRetrySeconds": 10,
 }
 
 # -- the operator's permissions, as the design states them ------------------------------------
@@ -57,6 +59,10 @@ def expected_namespaced_permissions() -> set[tuple[str, str, str]]:
         for verb in ALL_VERBS:
             wanted |= {("kyai.io", resource, verb), ("kyai.io", f"{resource}/status", verb)}
         wanted.add(("kyai.io", f"{resource}/finalizers", "update"))
+    # Sweeps: watched, their status written, their children owned (users create them).
+    for resource in ("evaluationsweeps", "evaluationsweeps/status"):
+        wanted |= {("kyai.io", resource, verb) for verb in ("get", "list", "patch", "watch")}
+    wanted.add(("kyai.io", "evaluationsweeps/finalizers", "update"))
     children = [
         ("apps", "deployments"),
         ("", "services"),
@@ -69,7 +75,8 @@ def expected_namespaced_permissions() -> set[tuple[str, str, str]]:
         ("networking.k8s.io", "networkpolicies"),
     ]
     wanted |= {(group, resource, verb) for group, resource in children for verb in CHILD_VERBS}
-    wanted |= {("", "secrets", "get"), ("", "secrets", "create")}
+    # Secrets: read (a run's named keys exist), never created: no key is copied anywhere.
+    wanted |= {("", "secrets", "get")}
     wanted |= {("", resource, verb) for resource in ("pods", "pods/log") for verb in READ}
     wanted |= {("", "events", "create"), ("", "events", "patch")}
     return wanted
@@ -134,7 +141,13 @@ def custom_objects(helm_binary: Path, values_file: Path) -> list[dict[str, Any]]
 
 
 def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [obj for obj in objects if obj["kind"] == kind]
+    """The operator's objects of ``kind`` (the judge gateway's: test_gateway_chart.py)."""
+    return [
+        obj
+        for obj in objects
+        if obj["kind"] == kind
+        and obj["metadata"]["labels"].get("app.kubernetes.io/component") != "judge-gateway"
+    ]
 
 
 def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -249,16 +262,9 @@ def test_watched_namespaces_get_roles_and_the_cluster_role_shrinks(
         }
         assert binding["subjects"][0]["namespace"] == RELEASE_NS
         assert binding["subjects"][0]["name"] == account
-    # The judge key stays readable in the release namespace, and only that Secret.
-    (judge_role,) = [r for (ns, _), r in roles.items() if ns == RELEASE_NS]
-    assert judge_role["rules"] == [
-        {
-            "apiGroups": [""],
-            "resources": ["secrets"],
-            "resourceNames": ["judge-key"],
-            "verbs": ["get"],
-        }
-    ]
+    # The operator never reads the default judge's key (the gateway mounts it): no Role in
+    # the release namespace grants it a Secret there.
+    assert not [r for (ns, _), r in roles.items() if ns == RELEASE_NS]
 
 
 def test_aggregated_user_roles(default_objects: list[dict[str, Any]]) -> None:
@@ -277,6 +283,8 @@ def test_aggregated_user_roles(default_objects: list[dict[str, Any]]) -> None:
     assert {verb for _, _, verb in viewer} == READ
     editor = permissions(aggregated["rbac.authorization.k8s.io/aggregate-to-edit"]["rules"])
     assert {("kyai.io", "evaluationruns", "create"), ("kyai.io", "workloads", "delete")} <= editor
+    assert {("kyai.io", "evaluationsweeps", verb) for verb in ("create", "delete")} <= editor
+    assert {("kyai.io", "evaluationsweeps", verb) for verb in READ} <= viewer
     assert not any(res.endswith("/status") and verb != "get" for _, res, verb in editor)
 
 
@@ -360,7 +368,13 @@ def test_helm_test_pod_checks_health_and_crds(default_objects: list[dict[str, An
     )
     assert set(env["CRDS"].split()) == {
         f"{plural}.kyai.io"
-        for plural in ("engineargssets", "workloads", "snapshots", "evaluationruns")
+        for plural in (
+            "engineargssets",
+            "workloads",
+            "snapshots",
+            "evaluationruns",
+            "evaluationsweeps",
+        )
     }
     # The operator's account may read CRDs: the test pod uses it.
     assert (
@@ -414,13 +428,18 @@ def test_operator_settings_from_custom_values(custom_objects: list[dict[str, Any
     assert settings.engine_image("sglang") == OperatorSettings().engine_image("sglang")
     assert settings.default_judge_endpoint == "https://judge.example.test/v1"
     assert settings.default_judge_model == "judge-70b"
-    assert settings.default_judge_secret_namespace == RELEASE_NS
-    assert (settings.default_judge_secret_name, settings.default_judge_secret_key) == (
-        "judge-key",
-        "token",
-    )
+    # The default judge goes through the gateway: the operator knows no key Secret at all.
+    gateway = f"http://kyai-kyai-operator-judge-gateway.{RELEASE_NS}.svc:8080/v1"
+    assert settings.default_judge_gateway == gateway
+    assert settings.default_judge_gateway_audience == "kyai-judge-gateway"
+    assert settings.default_judge_gateway_token_seconds == 600
+    assert settings.default_judge_namespace_selector.empty
+    assert settings.default_judge_secret_name is None
+    assert settings.default_judge_secret_namespace is None
     assert (settings.metrics_port, settings.health_port) == (9090, 9091)
     assert settings.workload_poll_seconds == 5
+    assert settings.missing_reference_grace_seconds == 120
+    assert settings.snapshot_retry_seconds == 10
 
 
 def test_service_monitor_scrapes_the_metrics_service(custom_objects: list[dict[str, Any]]) -> None:
@@ -448,11 +467,23 @@ def exported_series() -> dict[str, set[str]]:
                 "errors": {"timeout": 1}, "errorCount": 1, "comparisonKey": "k", "model": "m",
                 "framework": "vllm", "dataset": "d", "datasetVersion": "v",
                 "startedAt": "2026-01-31T12:00:00Z", "completedAt": "2026-01-31T12:01:00Z",
+                "avgScoreInterval": {"low": 0.15, "high": 0.85, "standardError": 0.29,
+                                     "confidence": 0.95, "method": "wilson"},
+                "serving": {"ttftP50Ms": 50.0, "ttftP90Ms": 60.0, "ttftP99Ms": 70.0,
+                            "tpotP50Ms": 5.0, "e2eP50Ms": 90.0, "outputTokensPerSecond": 30.0,
+                            "gpuSeconds": 2.0, "server": {"ttftP50Ms": 49.0, "e2eP50Ms": 88.0}},
             },
         }
     )  # fmt: skip
     with metrics.reconciling("EvaluationRun"):
         pass
+    sweeps = SweepMetrics(registry=metrics.registry)  # as the operator registers it
+    sweeps.observe(
+        {
+            "metadata": {"namespace": "team-a", "name": "s1"},
+            "status": {"phase": "Running", "cells": {"total": 2, "running": 1, "succeeded": 1}},
+        }
+    )
     series: dict[str, set[str]] = {}
     for family in metrics.registry.collect():
         for sample in family.samples:
@@ -530,6 +561,47 @@ def test_dashboard_queries_use_only_what_the_operator_exports(
     # The deprecated millisecond series is left to old dashboards.
     assert "kyai_evaluation_latency_ms" not in used
     assert "kyai_evaluation_latency_seconds" in used
+    assert {"kyai_evaluation_score_interval", "kyai_evaluation_ttft_seconds"} <= used
+
+
+def panel_named(dashboard: dict[str, Any], start: str) -> dict[str, Any]:
+    (found,) = [panel for panel in dashboard["panels"] if panel["title"].startswith(start)]
+    return found
+
+
+def test_dashboard_draws_the_interval_and_quality_against_speed() -> None:
+    dashboard = json.loads((CHART / "dashboards" / "kyai.json").read_text())
+    # The ranking table shows the interval and the serving figures beside each score.
+    table = panel_named(dashboard, "Ranking")
+    assert table["type"] == "table"
+    exprs = {target["refId"]: target["expr"] for target in table["targets"]}
+    assert 'bound="low"' in exprs["D"] and 'bound="high"' in exprs["E"]
+    assert 'kyai_evaluation_ttft_seconds{quantile="0.5"' in exprs["F"]
+    assert "kyai_evaluation_output_tokens_per_second" in exprs["G"]
+    rename = next(t for t in table["transformations"] if t["id"] == "organize")["options"]
+    assert rename["renameByName"]["Value #D"] == "scoreLow95"
+    # A bar from the interval's low end to its high end, per run: a transparent bar up to
+    # the low end, then two stacked parts meeting at the score.
+    bars = panel_named(dashboard, "Score and its 95 % interval")
+    assert bars["type"] == "barchart" and bars["options"]["stacking"] == "normal"
+    parts = {target["refId"]: target["expr"] for target in bars["targets"]}
+    assert parts["A"].startswith("min by") and 'bound="low"' in parts["A"]
+    assert "kyai_evaluation_score{" in parts["B"] and 'bound="low"' in parts["B"]
+    assert 'bound="high"' in parts["C"] and "kyai_evaluation_score{" in parts["C"]
+    hidden = bars["fieldConfig"]["overrides"][0]
+    assert hidden["matcher"]["options"] == "below the interval"
+    assert {"id": "custom.fillOpacity", "value": 0} in hidden["properties"]
+    # Score against TTFT p50, one point per run of the key.
+    speed = panel_named(dashboard, "Quality against speed")
+    assert speed["type"] == "xychart"
+    targets = {target["refId"]: target["expr"] for target in speed["targets"]}
+    assert targets["A"].startswith("kyai_evaluation_score{")
+    assert 'kyai_evaluation_ttft_seconds{quantile="0.5"' in targets["B"]
+    assert speed["options"]["series"][0]["x"] == "TTFT p50"
+    assert speed["options"]["series"][0]["y"] == "score"
+    for panel in (table, bars, speed):
+        for target in panel["targets"]:
+            assert 'comparison_key="$comparison_key"' in target["expr"], target["expr"]
 
 
 def test_dashboard_ranks_one_comparison_key_by_score_then_latency() -> None:
@@ -537,7 +609,7 @@ def test_dashboard_ranks_one_comparison_key_by_score_then_latency() -> None:
     key = next(var for var in dashboard["templating"]["list"] if var["name"] == "comparison_key")
     # One key at a time (the first by default): rankings never mix comparison keys.
     assert key["multi"] is False and key["includeAll"] is False and key["current"] == {}
-    (table,) = [panel for panel in dashboard["panels"] if panel["type"] == "table"]
+    (table,) = [panel for panel in dashboard["panels"] if panel["title"].startswith("Ranking")]
     exprs = {target["refId"]: target["expr"] for target in table["targets"]}
     for expr in exprs.values():
         assert 'comparison_key="$comparison_key"' in expr
@@ -605,7 +677,7 @@ def test_kustomize_default_builds_a_consistent_install(
 ) -> None:
     objects = kustomize(CONFIG / "default")
     kinds = [obj["kind"] for obj in objects]
-    assert kinds.count("CustomResourceDefinition") == 4
+    assert kinds.count("CustomResourceDefinition") == 5
     for kind in ("Namespace", "ServiceAccount", "ClusterRoleBinding", "Deployment", "Service"):
         assert kind in kinds
     namespace = one(objects, "Namespace")["metadata"]["name"]
@@ -624,7 +696,7 @@ def test_kustomize_default_builds_a_consistent_install(
     # The same rules as the chart's.
     assert permissions(manager["rules"]) == permissions(operator_role(default_objects)["rules"])
     # An editor and a viewer role per kind.
-    for singular in ("engineargsset", "workload", "snapshot", "evaluationrun"):
+    for singular in ("engineargsset", "workload", "snapshot", "evaluationrun", "evaluationsweep"):
         assert any(name.endswith(f"{singular}-editor-role") for name in roles)
         assert any(name.endswith(f"{singular}-viewer-role") for name in roles)
     settings = OperatorSettings.from_env(env_of(deployment))
@@ -725,3 +797,48 @@ def test_samples_validate_against_the_api_models() -> None:
 def test_kustomize_prometheus_monitor_builds() -> None:
     (monitor,) = kustomize(CONFIG / "prometheus")
     assert monitor["kind"] == "ServiceMonitor"
+
+
+def rendered_notes(tmp_path: Path, *extra: str) -> str:
+    """NOTES.txt as `helm install` prints it (helm template skips it: render a copy)."""
+    chart = tmp_path / "chart"
+    shutil.copytree(CHART, chart)
+    (chart / "templates" / "notes-rendered.txt").write_text(
+        (chart / "templates" / "NOTES.txt").read_text()
+    )
+    result = helm("template", "kyai", str(chart), "--namespace", RELEASE_NS, "--debug", *extra)
+    start = result.stdout.index("KYAI Operator")
+    return result.stdout[start:]
+
+
+def test_notes_say_a_service_monitor_scrapes_only_when_one_is_rendered(
+    helm_binary: Path, tmp_path: Path
+) -> None:
+    without = rendered_notes(tmp_path / "a")
+    assert "(a ServiceMonitor scrapes them)" not in without
+    assert "no ServiceMonitor was rendered" in without
+    monitor = "monitoring.coreos.com/v1/ServiceMonitor"
+    with_crd = rendered_notes(tmp_path / "b", "--api-versions", monitor)
+    assert "(a ServiceMonitor scrapes them)" in with_crd
+    forced_off = rendered_notes(
+        tmp_path / "c", "--api-versions", monitor, "--set", "metrics.serviceMonitor.enabled=false"
+    )
+    assert "(a ServiceMonitor scrapes them)" not in forced_off
+
+
+def test_notes_say_how_the_default_judge_is_reached_when_the_gateway_runs(
+    helm_binary: Path, tmp_path: Path
+) -> None:
+    without = rendered_notes(tmp_path / "a").split("\n---")[0]
+    assert "No default judge is configured" in without and "judge gateway" not in without
+    judged = ("--set", "defaultJudge.endpoint=https://j/v1", "--set", "defaultJudge.model=big")
+    gateway = f"http://kyai-kyai-operator-judge-gateway.{RELEASE_NS}.svc:8080/v1"
+    notes = " ".join(rendered_notes(tmp_path / "b", *judged).split("\n---")[0].split())
+    assert f"uses the default judge (big) through the judge gateway {gateway}" in notes
+    assert f"the judge's key never leaves {RELEASE_NS}" in notes
+    assert "kyai_judge_gateway_requests_total{namespace,code}" in notes
+    assert "kyai_judge_gateway_tokens_total{namespace,kind}" in notes
+    assert "defaultJudge.namespaceSelector" not in notes
+    selector = ("--set", "defaultJudge.namespaceSelector.matchLabels.team=a")
+    selected = " ".join(rendered_notes(tmp_path / "c", *judged, *selector).split())
+    assert "Only namespaces that defaultJudge.namespaceSelector selects may use it" in selected

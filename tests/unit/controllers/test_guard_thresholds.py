@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from kyai.api.evaluationrun import Thresholds
-from kyai.controllers.evaluationrun import threshold_condition
+from kyai.controllers._conditions import Change
+from kyai.controllers._thresholds import combine_passed, metric_gate, threshold_condition
 
 
 def test_no_thresholds_no_condition() -> None:
@@ -27,7 +28,7 @@ def test_no_thresholds_no_condition() -> None:
 def test_avg_score_passes_at_equality(score: float, passed: bool, message: str) -> None:
     condition = threshold_condition(Thresholds(avg_score=0.8), score, 0, 10)
     reason = "ThresholdsMet" if passed else "ThresholdsMissed"
-    assert condition == ("Passed", passed, reason, message)
+    assert condition == Change("Passed", passed, reason, message)
 
 
 @pytest.mark.parametrize(
@@ -44,14 +45,35 @@ def test_max_error_rate_passes_at_equality(
 ) -> None:
     condition = threshold_condition(Thresholds(max_error_rate=0.1), 1.0, errors, questions)
     reason = "ThresholdsMet" if passed else "ThresholdsMissed"
-    assert condition == ("Passed", passed, reason, message)
+    assert condition == Change("Passed", passed, reason, message)
 
 
 def test_both_misses_are_named() -> None:
     condition = threshold_condition(Thresholds(avg_score=0.9, max_error_rate=0.0), 0.5, 1, 4)
-    assert condition == (
+    assert condition == Change(
         "Passed",
         False,
         "ThresholdsMissed",
         "avgScore 0.5000 < 0.9; error rate 0.2500 > 0.0",
     )
+
+
+def test_metric_gate_and_combined_passed() -> None:
+    # thresholds.metrics gates status.metrics whatever the kind of run (an lm-eval run's).
+    thresholds = Thresholds(metrics={"gsm8k/exact_match,strict-match": 0.5, "gsm8k/acc,none": 0.1})
+    change, missing = metric_gate(thresholds, {"gsm8k/exact_match,strict-match": 0.6})
+    assert change is not None and change.status is False
+    assert "gsm8k/acc,none is missing" in change.message
+    assert missing == {"gsm8k/acc,none": -1.0}
+    change, missing = metric_gate(
+        thresholds, {"gsm8k/exact_match,strict-match": 0.5, "gsm8k/acc,none": 0.1}
+    )
+    assert change is not None and change.status is True and missing == {}
+    assert metric_gate(None, {"a/b": 1.0}) == (None, {})
+    ok = Change("Passed", True, "ThresholdsMet", "every threshold is met")
+    bad = Change("Passed", False, "ThresholdsMissed", "avgScore 0.1 < 0.5")
+    assert combine_passed(None, ok) == ok and combine_passed(ok, None) == ok
+    assert combine_passed(ok, ok) == ok
+    assert combine_passed(ok, bad) == bad
+    both = combine_passed(bad, Change("Passed", False, "ThresholdsMissed", "x/y is missing"))
+    assert both is not None and both.message == "avgScore 0.1 < 0.5; x/y is missing"

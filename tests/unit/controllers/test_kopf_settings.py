@@ -30,6 +30,7 @@ def test_the_diff_base_is_kept_for_exactly_the_kinds_with_create_update_handlers
     assert kinds_with_changing_handlers(registry) == set(handlers.CHANGING_KINDS)
     # Runs are reconciled from their events (no kopf annotations written for them).
     assert "EvaluationRun" not in handlers.CHANGING_KINDS
+    assert "EvaluationSweep" not in handlers.CHANGING_KINDS  # nor sweeps (evaluationsweep.py)
 
 
 def test_an_untracked_kind_costs_no_essence() -> None:

@@ -15,6 +15,7 @@ from kyai.api import (
     WorkloadStatus,
 )
 from kyai.controllers import _conditions as c
+from kyai.controllers._conditions import Change
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter
 from kyai.metrics import RunMetrics
@@ -81,7 +82,7 @@ async def test_each_phase_sets_reconciling_and_stalled(
     model = STATUS[kind](
         phase=phase,
         message=f"the {phase} message",
-        conditions=status_writer.conditions((c.READY, ready, reason, f"the {phase} message")),
+        conditions=status_writer.conditions(Change(c.READY, ready, reason, f"the {phase} message")),
     )
     await status_writer.patch(model)
     (body,) = kube.bodies
@@ -103,7 +104,7 @@ async def test_writes_without_phase_or_conditions_are_left_alone() -> None:
     status_writer, kube = writer("Snapshot")
     await status_writer.patch(SnapshotStatus(phase="Failed", message="m"))
     await status_writer.patch(
-        StatusBase(conditions=status_writer.conditions((c.DEGRADED, True, "R", "m")))
+        StatusBase(conditions=status_writer.conditions(Change(c.DEGRADED, True, "R", "m")))
     )
     assert "conditions" not in kube.bodies[0]
     assert {cond["type"] for cond in kube.bodies[1]["conditions"]} == {"Degraded"}
@@ -116,7 +117,7 @@ async def test_transition_time_moves_only_when_the_status_does() -> None:
             EvaluationRunStatus(
                 phase=phase,  # type: ignore[arg-type]
                 message=phase,
-                conditions=status_writer.conditions((c.READY, False, reason, phase)),
+                conditions=status_writer.conditions(Change(c.READY, False, reason, phase)),
             )
         )
     first, second = (conditions(body)["Reconciling"] for body in kube.bodies)
@@ -137,7 +138,7 @@ async def test_a_missing_reference_stalls_after_the_grace_period() -> None:
                 phase="Pending",
                 message=message,
                 conditions=status_writer.conditions(
-                    (c.READY, False, c.WORKLOAD_NOT_FOUND, message)
+                    Change(c.READY, False, c.WORKLOAD_NOT_FOUND, message)
                 ),
             )
         )
@@ -168,3 +169,34 @@ async def test_stall_due_when_the_grace_period_passes_without_a_write() -> None:
     assert status_writer.stall_due()
     status_writer.status["conditions"][0]["reason"] = c.ENGINE_ARGS_INVALID  # exists, invalid
     assert not status_writer.stall_due()
+
+
+@pytest.mark.parametrize("reason", [c.SECRET_NOT_FOUND, c.CLAIM_NOT_FOUND])
+def test_a_missing_secret_or_claim_is_a_missing_reference(reason: str) -> None:
+    old = iso(-timedelta(seconds=c.MISSING_REFERENCE_GRACE_SECONDS + 5))
+    for kind, phase in (("Workload", "Deploying"), ("Workload", "Pending")):
+        reconciling, stalled = c.kstatus_changes(kind, phase, reason, "m", created=old)
+        assert (reconciling.status, stalled.status) == (False, True)
+        young = c.kstatus_changes(kind, phase, reason, "m", created=iso())
+        assert (young[0].status, young[1].status) == (True, False)
+
+
+def test_the_grace_period_is_a_setting() -> None:
+    ten_seconds_ago = iso(-timedelta(seconds=10))
+    changes = c.kstatus_changes(
+        "Workload", "Pending", c.SECRET_NOT_FOUND, "m", created=ten_seconds_ago, grace=5
+    )
+    assert changes[1].status is True and "more than 5s" in changes[1].message
+    default = c.kstatus_changes("Workload", "Pending", c.SECRET_NOT_FOUND, "m",
+                                created=ten_seconds_ago)  # fmt: skip
+    assert default[1].status is False
+
+
+def test_a_source_run_that_failed_stalls_at_once_and_only_while_it_holds() -> None:
+    just_now = iso()
+    waiting = c.kstatus_changes("EvaluationRun", "Pending", c.SOURCE_RUN_FAILED, "m",
+                                created=just_now)  # fmt: skip
+    assert (waiting[0].status, waiting[1].status) == (False, True)
+    assert waiting[1].reason == c.SOURCE_RUN_FAILED and waiting[1].message == "m"
+    judging = c.kstatus_changes("EvaluationRun", "Judging", c.JUDGING, "", created=just_now)
+    assert (judging[0].status, judging[1].status) == (True, False)

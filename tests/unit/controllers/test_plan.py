@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from kyai.api import EvaluationRunSpec
-from kyai.builders.plan import SecretEnv, SecretSource
+from kyai.api import EvaluationRunSpec, GatewayToken, GeneratePlan, RejudgePlan, SecretEnv
 from kyai.controllers import _conditions as c
-from kyai.controllers._plan import Invalid, Waiting, resolve_plan
 from kyai.controllers._services import Services
+from kyai.controllers.kinds import resolve as resolve_plan
+from kyai.controllers.runkind import Invalid, Waiting
 from kyai.metrics import RunMetrics
 from kyai.settings import OperatorSettings
 
@@ -23,10 +23,13 @@ class MemoryKube:
 
     def __init__(self, *objects: dict[str, Any]) -> None:
         self.objects = {
-            (o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects
+            (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+            for o in objects
         }
+        self.reads: list[tuple[str, str, str]] = []
 
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads.append((kind, namespace, name))
         found = self.objects.get((kind, namespace, name))
         return copy.deepcopy(found) if found is not None else None
 
@@ -74,7 +77,7 @@ def spec(**fields: Any) -> EvaluationRunSpec:
 async def test_generating_run_plan_and_facts() -> None:
     resolved = await resolve_plan(services(WORKLOAD, SNAPSHOT), RUN, spec())
     plan, facts = resolved.plan, resolved.facts
-    assert plan.generate and plan.own_claim
+    assert isinstance(plan, GeneratePlan) and plan.own_claim
     assert plan.results_claim == "r1-results" and plan.generations_path == "/results/r1"
     assert plan.candidate_secret == SecretEnv(
         env="KYAI_CANDIDATE_API_KEY", secret="cand-key", key="api-key"
@@ -87,9 +90,10 @@ async def test_generating_run_plan_and_facts() -> None:
     assert (plan.judges.llm.endpoint, plan.judges.llm.model) == ("http://j/v1", "judge")
     assert plan.judges.names == {"llm": "llm"}
     assert facts.model_dump(by_alias=True, exclude_unset=True) == {
+        "workload": WORKLOAD["metadata"]["name"], "snapshot": SNAPSHOT["metadata"]["name"],
         "model": "qwen", "framework": "vllm", "dataset": "mmlu-pro", "datasetVersion": "v1",
         "datasetSha256": "ab" * 32, "resultsClaim": "r1-results", "resultsPath": "/results/r1",
-        "questions": 12,
+        "questions": 12, "judgeModel": "judge",
     }  # fmt: skip
 
 
@@ -148,22 +152,97 @@ async def test_no_judge_and_no_default_is_invalid() -> None:
     assert caught.value.reason == c.JUDGE_NOT_CONFIGURED
 
 
-async def test_default_judge_secret_from_another_namespace_is_copied() -> None:
+PLATFORM = {"default_judge_endpoint": "https://platform/v1", "default_judge_model": "big"}
+GATEWAY_URL = "http://kyai-judge-gateway.kyai-system.svc:8080/v1"
+OPT_IN = '{"matchLabels": {"kyai.io/default-judge": "enabled"}}'
+
+
+def namespace(labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": labels}}
+
+
+async def test_default_judge_behind_the_gateway_holds_no_secret() -> None:
     svc = services(
-        WORKLOAD, SNAPSHOT,
-        default_judge_endpoint="https://platform/v1", default_judge_model="big",
+        WORKLOAD, SNAPSHOT, **PLATFORM, default_judge_gateway=GATEWAY_URL,
+        default_judge_gateway_audience="aud-x", default_judge_gateway_token_seconds=900,
         default_judge_secret_namespace="kyai-system", default_judge_secret_name="judge-key",
     )  # fmt: skip
+    resolved = await resolve_plan(svc, RUN, spec(judge=None))
+    llm = resolved.plan.judges.llm
+    assert llm is not None
+    assert (llm.endpoint, llm.model, llm.secret) == (GATEWAY_URL, "big", None)
+    assert llm.gateway_token == GatewayToken(audience="aud-x", expiration_seconds=900)
+    assert resolved.facts.judge_model == "big"
+    # Nothing read but the run's references: no Secret, and no Namespace without a selector.
+    kube = svc.kube
+    assert isinstance(kube, MemoryKube)
+    assert {kind for kind, _, _ in kube.reads} <= {"Workload", "Snapshot"}
+
+
+async def test_default_judge_key_of_another_namespace_is_never_copied() -> None:
+    svc = services(
+        WORKLOAD, SNAPSHOT, **PLATFORM,
+        default_judge_secret_namespace="kyai-system", default_judge_secret_name="judge-key",
+    )  # fmt: skip
+    with pytest.raises(Waiting) as caught:
+        await resolve_plan(svc, RUN, spec(judge=None))
+    assert caught.value.reason == c.DEFAULT_JUDGE_NEEDS_GATEWAY
+    assert caught.value.reason in c.STALLING  # Stalled at once
+    message = caught.value.message
+    assert "never copied into a tenant's namespace" in message
+    assert "KYAI_DEFAULT_JUDGE_GATEWAY" in message and "kyai-system" in message
+
+
+async def test_default_judge_key_of_the_runs_own_namespace_still_works() -> None:
+    for source in (NS, None):
+        svc = services(
+            WORKLOAD, SNAPSHOT, **PLATFORM,
+            default_judge_secret_namespace=source, default_judge_secret_name="judge-key",
+        )  # fmt: skip
+        llm = (await resolve_plan(svc, RUN, spec(judge=None))).plan.judges.llm
+        assert llm is not None and llm.gateway_token is None
+        assert llm.endpoint == "https://platform/v1"
+        assert llm.secret == SecretEnv(env="KYAI_JUDGE_API_KEY", secret="judge-key", key="api-key")
+
+
+@pytest.mark.parametrize("gateway", [GATEWAY_URL, None])
+async def test_a_namespace_the_selector_leaves_out_is_stalled(gateway: str | None) -> None:
+    svc = services(
+        WORKLOAD, SNAPSHOT, namespace({"team": "a"}), **PLATFORM, default_judge_gateway=gateway,
+        default_judge_namespace_selector=OPT_IN,
+    )  # fmt: skip
+    with pytest.raises(Waiting) as caught:
+        await resolve_plan(svc, RUN, spec(judge=None))
+    assert caught.value.reason == c.DEFAULT_JUDGE_NOT_ALLOWED
+    assert caught.value.reason in c.STALLING
+    message = caught.value.message
+    assert "defaultJudge.namespaceSelector" in message and NS in message
+    assert "kyai.io/default-judge=enabled" in message
+
+
+async def test_a_selected_namespace_uses_the_default_judge() -> None:
+    svc = services(
+        WORKLOAD, SNAPSHOT, namespace({"kyai.io/default-judge": "enabled"}), **PLATFORM,
+        default_judge_gateway=GATEWAY_URL, default_judge_namespace_selector=OPT_IN,
+    )  # fmt: skip
     llm = (await resolve_plan(svc, RUN, spec(judge=None))).plan.judges.llm
-    assert llm is not None and llm.model == "big"
-    assert llm.copy_secret_from == SecretSource(
-        namespace="kyai-system", name="judge-key", key="api-key"
-    )
-    assert llm.secret == SecretEnv(env="KYAI_JUDGE_API_KEY", secret="r1-judge-key", key="api-key")
+    assert llm is not None and llm.endpoint == GATEWAY_URL
+
+
+async def test_a_run_naming_its_judge_ignores_the_selector() -> None:
+    svc = services(
+        WORKLOAD, SNAPSHOT, namespace({}), **PLATFORM, default_judge_gateway=GATEWAY_URL,
+        default_judge_namespace_selector=OPT_IN,
+    )  # fmt: skip
+    llm = (await resolve_plan(svc, RUN, spec())).plan.judges.llm
+    assert llm is not None and llm.endpoint == "http://j/v1" and llm.gateway_token is None
 
 
 async def test_judge_workload() -> None:
-    judge_wl = obj("Workload", "big", {"model": "m"}, {"phase": "Ready", "endpoint": "http://b/v1"})
+    judge_wl = obj(
+        "Workload", "big", {"framework": "vllm", "model": "m"},
+        {"phase": "Ready", "endpoint": "http://b/v1"},
+    )  # fmt: skip
     run_spec = spec(judge={"type": "llm", "workloadRef": {"name": "big"}})
     llm = (
         await resolve_plan(services(WORKLOAD, SNAPSHOT, judge_wl), RUN, run_spec)
@@ -180,11 +259,11 @@ async def test_rejudge_reads_the_source_run() -> None:
     run_spec = spec(workloadRef=None, snapshotRef=None, generationFrom={"runRef": {"name": "src"}})
     resolved = await resolve_plan(services(source), RUN, run_spec)
     plan = resolved.plan
-    assert not plan.generate and not plan.own_claim and plan.generation_args == []
+    assert isinstance(plan, RejudgePlan) and not plan.own_claim
     assert (plan.results_claim, plan.generations_path) == ("src-results", "/results/src")
     assert resolved.facts.model_dump(by_alias=True, exclude_unset=True) == {
         "resultsClaim": "src-results", "resultsPath": "/results/r1", "model": "qwen",
-        "dataset": "mmlu-pro", "datasetVersion": "v1",
+        "dataset": "mmlu-pro", "datasetVersion": "v1", "judgeModel": "judge",
     }  # fmt: skip
 
 

@@ -11,8 +11,9 @@ import pytest
 from kyai.api import EvaluationRunSpec
 from kyai.builders import evaluation as build
 from kyai.builders.worker_args import GRADERS_MOUNT, PREPROCESS_KEY
-from kyai.controllers._plan import Invalid, Waiting, resolve_plan
 from kyai.controllers._services import Services
+from kyai.controllers.kinds import resolve as resolve_plan
+from kyai.controllers.runkind import Invalid, Waiting
 from kyai.graders import PythonPreprocessor
 from kyai.metrics import RunMetrics
 from kyai.settings import OperatorSettings

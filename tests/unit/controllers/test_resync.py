@@ -10,8 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from kyai.builders import evaluation as build
+from kyai.constants import LABEL_RUN
+from kyai.controllers._result import Result
 from kyai.controllers._services import NEW, NORMAL, URGENT, Slots
-from kyai.controllers.evaluationrun import look_later, needs_resync, reconcile_run, resync_runs
+from kyai.controllers.evaluationrun import reconcile_run
+from kyai.controllers.scheduling import RESYNC_POLICIES, Scheduler, needs_resync, resync_verdict
+from kyai.settings import OperatorSettings
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_worker_pods import NS, RUN_NAME, run_object, stamp, step, world
@@ -42,6 +46,28 @@ async def test_slots_serve_urgent_waiters_first_then_in_arrival_order() -> None:
     await asyncio.gather(*tasks)
     assert order == ["job", "normal", "new-1", "new-2"]
     assert not slots.locked()  # the cancelled waiter did not keep the slot
+
+
+async def test_slots_count_their_waiters_through_cancellations_and_hand_overs() -> None:
+    slots = Slots(1)
+    await slots.acquire()
+    waiters = [asyncio.create_task(slots.acquire(NEW)) for _ in range(50)]
+    await asyncio.sleep(0)
+    for task in waiters[:49]:
+        task.cancel()
+    await asyncio.sleep(0)
+    assert slots.locked()  # one waiter is left, and the slot is held
+    slots.release()  # to the last waiter, past the 49 cancelled ones
+    await waiters[49]
+    assert slots.locked()  # the slot is held again, by the waiter
+    handed = asyncio.create_task(slots.acquire())
+    await asyncio.sleep(0)
+    slots.release()  # handed to it, then cancelled before it resumes: it passes the slot on
+    handed.cancel()
+    await asyncio.gather(handed, return_exceptions=True)
+    assert not slots.locked()
+    await slots.acquire()  # free at once
+    assert slots.locked()
 
 
 def _run(phase: str | None, *, created_ago: float = 60.0, **status: Any) -> dict[str, Any]:
@@ -86,26 +112,64 @@ def test_the_resync_looks_only_at_runs_that_need_it() -> None:
     assert needs_resync(_run("Pending"), {}, now=NOW)
     assert not needs_resync(_run(None, created_ago=1), {}, now=NOW)
     assert needs_resync(_run(None, created_ago=60), {}, now=NOW)
-    refused = {"type": "Degraded", "status": "True", "reason": "Forbidden", "message": "403"}
+    refused = {"type": "Degraded", "status": "True", "reason": "Forbidden", "message": "403",
+               "lastTransitionTime": stamp()}  # fmt: skip
     forbidden = _run("Generating", conditions=[refused])
     assert needs_resync(forbidden, young, now=NOW)
 
 
 async def test_one_resync_pass_moves_on_a_run_whose_job_event_was_lost() -> None:
     svc, kube = world(namespaces=[NS])
+    scheduler = Scheduler(svc)
     kube.put(run_object())
     assert (await step(svc, kube)).phase == "Generating"
     # The generation Job runs: the pass lists, and reconciles nothing.
-    assert await resync_runs(svc) == 0
+    assert await scheduler.resync_once() == 0
     gen = build.generation_job_name(RUN_NAME)
     kube.objects[("Job", NS, gen)]["status"] = {
         "conditions": [{"type": "Complete", "status": "True"}]
     }
     # Its completion was not seen (no event): the next pass moves the run on.
-    assert await resync_runs(svc) == 1
+    assert await scheduler.resync_once() == 1
     status = kube.objects[("EvaluationRun", NS, RUN_NAME)]["status"]
     assert status["phase"] == "Judging"
     assert ("Job", NS, build.judge_job_name(RUN_NAME)) in kube.objects
+    scheduler.close()
+
+
+async def test_a_resync_pass_lists_jobs_only_for_unfinished_runs_in_a_jobs_phase() -> None:
+    svc, kube = world(namespaces=[NS])
+    scheduler = Scheduler(svc)
+    listed: list[str] = []
+    pages = kube.pages
+
+    def counted(kind: str, namespace: str | None, **kwargs: Any) -> Any:
+        listed.append(kind)
+        return pages(kind, namespace, **kwargs)
+
+    kube.pages = counted  # type: ignore[method-assign]
+    for index in range(5):  # finished runs, with their (finished) Jobs
+        done = run_object()
+        done["metadata"]["name"] = f"done-{index}"
+        done["status"] = {"phase": "Succeeded", "generationJob": f"done-{index}-generate"}
+        kube.put(done)
+        job = {"kind": "Job", "metadata": {"name": f"done-{index}-generate", "namespace": NS,
+                                           "labels": {LABEL_RUN: f"done-{index}"}}}  # fmt: skip
+        kube.put(job)
+    assert await scheduler.resync_once() == 0
+    assert listed == ["EvaluationRun"]  # no run in a Job's phase: its Jobs are not listed
+    kube.put(run_object())
+    assert (await step(svc, kube)).phase == "Generating"
+    gen = build.generation_job_name(RUN_NAME)
+    kube.objects[("Job", NS, gen)]["status"] = {
+        "conditions": [{"type": "Complete", "status": "True"}]
+    }
+    listed.clear()
+    # Its Job, found among the others (paged), moves it on; the finished runs are left alone.
+    assert await scheduler.resync_once() == 1
+    assert listed == ["EvaluationRun", "Job"]
+    assert kube.objects[("EvaluationRun", NS, RUN_NAME)]["status"]["phase"] == "Judging"
+    scheduler.close()
 
 
 async def test_a_job_event_moves_the_run_on_without_reading_the_job_again() -> None:
@@ -148,11 +212,40 @@ async def test_a_new_job_is_looked_at_again_unless_its_run_has_finished() -> Non
     kube.objects[("Job", NS, gen)]["status"] = {
         "conditions": [{"type": "Complete", "status": "True"}]
     }
+    scheduler = Scheduler(svc)
     cached = svc.seen.pop(("EvaluationRun", NS, RUN_NAME))
-    look_later(svc, NS, RUN_NAME, 0.01)  # as if finished meanwhile: not looked at
+    scheduler.requeue(NS, RUN_NAME, Result(0.01))  # as if finished meanwhile: not looked at
     await asyncio.sleep(0.1)
     assert kube.objects[("EvaluationRun", NS, RUN_NAME)]["status"]["phase"] == "Generating"
     svc.seen[("EvaluationRun", NS, RUN_NAME)] = cached
-    look_later(svc, NS, RUN_NAME, 0.01)
+    scheduler.requeue(NS, RUN_NAME, Result(5.0))
+    scheduler.requeue(NS, RUN_NAME, Result(0.01))  # the earlier of two asks wins
+    scheduler.requeue(NS, RUN_NAME, Result(None))  # no ask: nothing changes
     await asyncio.sleep(0.1)
     assert kube.objects[("EvaluationRun", NS, RUN_NAME)]["status"]["phase"] == "Judging"
+    scheduler.close()
+
+
+def test_the_resync_policies_decide_top_to_bottom_with_the_timers_of_the_settings() -> None:
+    assert [policy.__name__ for policy in RESYNC_POLICIES] == [
+        "finished_or_deleted", "not_looked_at_yet", "waiting", "api_refused",
+        "worker_not_starting", "job_missing", "job_done", "job_may_be_stuck", "job_running",
+    ]  # fmt: skip
+    defaults, quick = OperatorSettings(), OperatorSettings(job_start_grace_seconds=1)
+    running = {"r-generate": _job(ago=2)}
+    assert resync_verdict(_run("Generating"), running, now=NOW, settings=defaults).reason == (
+        "JobRunning"
+    )
+    # A shortened start grace: the 2-second-old Job's pods are looked at already.
+    verdict = resync_verdict(_run("Generating"), running, now=NOW, settings=quick)
+    assert (verdict.reason, verdict.act) == ("JobNotReady", True)
+    # The first policy that decides wins: a run being deleted, whatever its Job says.
+    deleting = _run("Generating")
+    deleting["metadata"]["deletionTimestamp"] = stamp()
+    done = {"r-generate": _job(ago=2, finished="Complete")}
+    verdict = resync_verdict(deleting, done, now=NOW, settings=defaults)
+    assert (verdict.reason, verdict.act) == ("Finished", False)
+    # A lost create event: looked at after run_first_look_seconds.
+    young = _run(None, created_ago=3)
+    assert not needs_resync(young, {}, now=NOW)
+    assert needs_resync(young, {}, now=NOW, settings=OperatorSettings(run_first_look_seconds=2))

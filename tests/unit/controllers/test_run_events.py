@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kyai.controllers._services import NEW, NORMAL
-from kyai.controllers.handlers import run_priority
+from kyai.controllers.scheduling import run_priority
 
 
 def run(phase: str | None = None, *, generation: int = 1, observed: int | None = 1,
@@ -54,27 +54,43 @@ def test_finished_or_deleted_runs_are_left_alone(phase: str, event: str | None) 
 async def test_a_failed_api_call_is_a_warning_and_a_later_look(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from kyai.controllers import handlers
-    from kyai.controllers._kube import KubeError
+    import sys
+    from pathlib import Path
 
-    looks: list[tuple[str, str, float]] = []
-    monkeypatch.setattr(handlers, "look_later", lambda svc, ns, name, delay: looks.append(
-        (ns, name, delay)))  # fmt: skip
+    from kyai.controllers import scheduling
+    from kyai.controllers._kube import KubeError
+    from kyai.controllers._result import Result
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_worker_pods import world
+
+    svc, _ = world(api_retry_seconds=7)
+    scheduler = scheduling.Scheduler(svc)
+    looks: list[tuple[str, str, Result]] = []
+    monkeypatch.setattr(scheduler, "requeue", lambda ns, name, result: looks.append(
+        (ns, name, result)))  # fmt: skip
 
     async def timed_out(*_: Any, **__: Any) -> None:
         raise KubeError("PATCH /apis/...: TimeoutError: ")
 
-    monkeypatch.setattr(handlers, "reconcile_run", timed_out)
-    await handlers.reconcile_or_retry(object(), "n", "r")  # type: ignore[arg-type]
-    assert looks == [("n", "r", handlers.RETRY_SECONDS)]
-    (record,) = [r for r in caplog.records if r.name == handlers.__name__]
+    monkeypatch.setattr(scheduling, "reconcile_run", timed_out)
+    await scheduler.reconcile("n", "r")
+    assert looks == [("n", "r", Result(7.0))]  # the api_retry_seconds setting
+    (record,) = [r for r in caplog.records if r.name == scheduling.__name__]
     assert record.levelname == "WARNING" and "run n/r: PATCH" in record.getMessage()
     assert record.exc_info is None  # no traceback for the API server's state
 
     async def broken(*_: Any, **__: Any) -> None:
         raise ValueError("a bug")
 
-    monkeypatch.setattr(handlers, "reconcile_run", broken)
+    monkeypatch.setattr(scheduling, "reconcile_run", broken)
     with pytest.raises(ValueError, match="a bug"):  # a bug is kopf's to log, with its traceback
-        await handlers.reconcile_or_retry(object(), "n", "r")  # type: ignore[arg-type]
+        await scheduler.reconcile("n", "r")
     assert len(looks) == 1
+
+    async def later(*_: Any, **__: Any) -> Result:
+        return Result(16.0)
+
+    monkeypatch.setattr(scheduling, "reconcile_run", later)
+    await scheduler.reconcile("n", "r")  # the step's own wish is passed on
+    assert looks[-1] == ("n", "r", Result(16.0))

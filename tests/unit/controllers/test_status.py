@@ -9,6 +9,7 @@ from typing import Any
 from kyai.api import SnapshotStatus
 from kyai.builders import spec_hash
 from kyai.controllers import _conditions as c
+from kyai.controllers._conditions import Change
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter, spec_changed
 from kyai.metrics import RunMetrics
@@ -76,15 +77,17 @@ def test_spec_changed_accepts_the_current_and_the_earlier_hash() -> None:
 
 
 def test_condition_keeps_its_transition_time_while_its_status_holds() -> None:
-    first = c.set_condition(None, c.READY, False, "A", "a", generation=1)
-    old = [{**first[0], "lastTransitionTime": "2020-01-01T00:00:00Z"}]
-    same = c.set_condition(old, c.READY, False, "B", "b", generation=2)
-    assert same[0]["lastTransitionTime"] == "2020-01-01T00:00:00Z"
-    assert (same[0]["reason"], same[0]["observedGeneration"]) == ("B", 2)
-    flipped = c.set_condition(old, c.READY, True, "C", "c", generation=2)
-    assert flipped[0]["lastTransitionTime"] != "2020-01-01T00:00:00Z"
-    both = c.set_condition(flipped, c.PROGRESSING, None, "D", "d", generation=2)
-    assert [(x["type"], x["status"]) for x in both] == [
+    (first,) = c.set_condition([], Change(c.READY, False, "A", "a"), generation=1)
+    old = [first.model_copy(update={"last_transition_time": "2020-01-01T00:00:00Z"})]
+    (same,) = c.set_condition(old, Change(c.READY, False, "B", "b"), generation=2)
+    assert same.last_transition_time == "2020-01-01T00:00:00Z"
+    assert (same.reason, same.observed_generation) == ("B", 2)
+    flipped = c.set_condition(old, Change(c.READY, True, "C", "c"), generation=2)
+    assert flipped[0].last_transition_time != "2020-01-01T00:00:00Z"
+    both = c.set_condition(flipped, Change(c.PROGRESSING, None, "D", "d"), generation=2)
+    assert [(x.type, x.status) for x in both] == [
         ("Ready", "True"),
         ("Progressing", "Unknown"),
     ]
+    assert c.find_condition(both, c.PROGRESSING) == both[1]
+    assert c.find_condition(both, c.DEGRADED) is None

@@ -7,6 +7,7 @@ pods are written as the kubelet writes them (``state.waiting`` / ``state.termina
 from __future__ import annotations
 
 import copy
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from kyai.builders import evaluation as build
 from kyai.controllers import _conditions as c
 from kyai.controllers._pods import failure_message, first_trouble, pod_trouble
 from kyai.controllers._services import Services
-from kyai.controllers.evaluationrun import RunReconciler
+from kyai.controllers.evaluationrun import RunEngine
 from kyai.metrics import RunMetrics
 from kyai.settings import OperatorSettings
 
@@ -62,6 +63,14 @@ class MemoryKube:
             and all(obj["metadata"].get("labels", {}).get(key) == v for key, v in wanted.items())
             and all(key in obj["metadata"].get("labels", {}) for key in present)
         ]  # fmt: skip
+
+    async def pages(
+        self, kind: str, namespace: str | None, *, label_selector: str | None = None
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """:meth:`list` in pages of two (as the API server's ``limit``)."""
+        items = await self.list(kind, namespace, label_selector=label_selector)
+        for start in range(0, len(items), 2):
+            yield items[start : start + 2]
 
     async def create(self, obj: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         meta = obj["metadata"]
@@ -147,7 +156,7 @@ def world(*extra: dict[str, Any], **settings: Any) -> tuple[Services, MemoryKube
 async def step(svc: Services, kube: MemoryKube) -> EvaluationRunStatus:
     run = await kube.get("EvaluationRun", NS, RUN_NAME)
     assert run is not None
-    await RunReconciler(svc, run).reconcile()
+    await RunEngine(svc, run).reconcile()
     fresh = await kube.get("EvaluationRun", NS, RUN_NAME)
     assert fresh is not None
     return EvaluationRunStatus.model_validate(fresh["status"])
@@ -376,7 +385,7 @@ async def test_a_started_run_protects_its_snapshot_and_workload_until_it_ends() 
     second = run_object()
     second["metadata"]["name"] = "second"
     kube.put(second)
-    await RunReconciler(svc, copy.deepcopy(second)).reconcile()
+    await RunEngine(svc, copy.deepcopy(second)).reconcile()
     waiting = EvaluationRunStatus.model_validate(
         kube.objects[("EvaluationRun", NS, "second")]["status"]
     )

@@ -15,21 +15,38 @@ from kyai.leaderboard import Entry, age, entry_from_run, rank
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
 
 
+def right_on(rows: int, n: int = 100) -> list[float]:
+    """0/1 scores: right on the first ``rows`` questions."""
+    return [1.0 if i < rows else 0.0 for i in range(n)]
+
+
 def summary(
-    folder: Path, key: str, score: float, latency: float | None, *, errors: int = 0
-) -> Path:
+    folder: Path, key: str, score: float, latency: float | None, *, errors: int = 0,
+    scores: list[float] | None = None, **extra: Any,
+) -> Path:  # fmt: skip
     folder.mkdir(parents=True)
     path = folder / "summary.json"
     path.write_text(
         json.dumps(
             {
                 "comparison_key": key, "avg_score": score, "avg_latency_ms": latency,
-                "error_count": errors, "count": 10, "dataset": "capitals",
-                "candidate_model": f"model-{folder.name}", "finished_at": "2026-01-31T11:00:00Z",
+                "error_count": errors, "count": 10 if scores is None else len(scores),
+                "dataset": "capitals", "candidate_model": f"model-{folder.name}",
+                "finished_at": "2026-01-31T11:00:00Z",
+                **({} if scores is None else {"scores": scores}), **extra,
             }
         )
     )  # fmt: skip
     return path
+
+
+def judgements(folder: Path, row_ids: list[str]) -> None:
+    (folder / "judgements.jsonl").write_text(
+        "".join(
+            json.dumps({"row_index": i, "row_id": row_id, "score": 0.0}) + "\n"
+            for i, row_id in enumerate(row_ids)
+        )
+    )
 
 
 def leaderboard(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -41,21 +58,25 @@ def leaderboard(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, st
 def test_equal_scores_rank_by_latency_and_keys_never_mix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    summary(tmp_path / "slow", "key-a", 0.75, 900.0)
-    summary(tmp_path / "fast", "key-a", 0.75, 120.0)
-    summary(tmp_path / "best", "key-a", 0.9, 5000.0)
-    summary(tmp_path / "no-latency", "key-a", 0.75, None, errors=10)
-    summary(tmp_path / "other", "key-b", 0.99, 10.0)  # a better score under another key
+    summary(tmp_path / "slow", "key-a", 0.75, 900.0, scores=right_on(75))
+    summary(tmp_path / "fast", "key-a", 0.75, 120.0, scores=right_on(75))
+    summary(tmp_path / "best", "key-a", 0.9, 5000.0, scores=right_on(90))
+    summary(tmp_path / "no-latency", "key-a", 0.75, None, errors=10, scores=right_on(75))
+    # a better score under another key
+    summary(tmp_path / "other", "key-b", 0.99, 10.0, scores=right_on(99))
     status, out, _ = leaderboard(capsys, "--from", str(tmp_path), "-o", "json")
     assert status == 0
     boards = json.loads(out)["boards"]
     assert [board["comparison_key"] for board in boards] == ["key-a", "key-b"]
     first, second = boards
+    # best beats the three others (McNemar: 15 discordant rows, all its own, p = 6e-5, Holm
+    # keeps it); the three others share rank 2, listed by latency.
     assert [e["run"] for e in first["entries"]] == ["best", "fast", "slow", "no-latency"]
-    assert [e["rank"] for e in first["entries"]] == [1, 2, 3, 4]
+    assert [e["rank"] for e in first["entries"]] == [1, 2, 2, 2]
     assert {e["comparison_key"] for e in first["entries"]} == {"key-a"}
     assert [e["run"] for e in second["entries"]] == ["other"]
     assert second["entries"][0]["rank"] == 1
+    assert first["ranking"]["alpha"] == 0.05 and "Holm" in first["ranking"]["method"]
 
 
 def test_key_and_dataset_filters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -74,8 +95,9 @@ def test_key_and_dataset_filters(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_table_and_markdown_show_the_columns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    summary(tmp_path / "fast", "key-a", 0.75, 120.0, errors=2)
-    summary(tmp_path / "slow", "key-a", 0.75, 900.0)
+    scores = [1.0] * 7 + [0.5] + [0.0] * 2  # 0.75, not all 0/1: a t interval
+    summary(tmp_path / "fast", "key-a", 0.75, 120.0, errors=2, scores=scores)
+    summary(tmp_path / "slow", "key-a", 0.75, 900.0, scores=scores)
     status, out, _ = leaderboard(capsys, "--from", str(tmp_path))
     assert status == 0
     lines = out.splitlines()
@@ -85,6 +107,9 @@ def test_table_and_markdown_show_the_columns(
         assert header in lines[1]
     assert lines[2].split()[:2] == ["1", "-"] and "fast" in lines[2] and "2/10" in lines[2]
     assert "slow" in lines[3] and "0.7500" in lines[3] and "900.0" in lines[3]
+    assert lines[3].split()[0] == "1"  # the same scores: no test separates them
+    assert "95%-INTERVAL" in lines[1] and "0.4460-1.0000 t" in lines[2]
+    assert lines[4].startswith("RANK: pairwise paired tests") and "Holm-Bonferroni" in lines[4]
     status, out, _ = leaderboard(capsys, "--from", str(tmp_path), "-o", "markdown")
     rows = [line for line in out.splitlines() if line.startswith("| ")]
     assert rows[0].startswith("| Rank | Namespace | Run | Workload | Model")
@@ -158,3 +183,15 @@ def test_age_like_kubectl() -> None:
     assert age((NOW - timedelta(seconds=42)).isoformat(), NOW) == "42s"
     assert age("2026-01-31T11:48:00Z", NOW) == "12m"
     assert age("2026-01-29T12:00:00Z", NOW) == "2d"
+
+
+def test_a_rejudge_entry_names_its_sources_workload_and_engine_args() -> None:
+    rejudge = {
+        "metadata": {"namespace": "team-a", "name": "r1-again"},
+        "spec": {"generationFrom": {"runRef": {"name": "r1"}}},
+        "status": {"phase": "Succeeded", "avgScore": 0.5, "comparisonKey": "k2",
+                   "workload": "qwen", "snapshot": "caps"},
+    }  # fmt: skip
+    entry = entry_from_run(rejudge, {("team-a", "qwen"): "fast-args"})
+    assert entry is not None
+    assert (entry.workload, entry.engine_args_set) == ("qwen", "fast-args")

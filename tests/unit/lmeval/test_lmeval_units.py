@@ -11,7 +11,6 @@ from pydantic import ValidationError
 from kyai.api import EvaluationRunSpec
 from kyai.builders.lmeval import LMEVAL_DATA_MOUNT, lmeval_plan
 from kyai.builders.plan import SecretEnv
-from kyai.controllers._lmeval import combine_passed, metric_gate
 from kyai.lmeval import api_url, build_argv, gate, resolve_metric, split_key
 from kyai.lmeval.cli import (
     UsageError,
@@ -195,28 +194,6 @@ def test_lmeval_spec_rules_name_the_field() -> None:
         EvaluationRunSpec.model_validate(
             {"workloadRef": {"name": "w"}, "snapshotRef": {"name": "s"}, "preprocessors": [{}]}
         )
-
-
-def test_metric_gate_and_combined_passed() -> None:
-    thresholds = _spec(
-        thresholds={"metrics": {"gsm8k/exact_match,strict-match": 0.5, "gsm8k/acc,none": 0.1}}
-    ).thresholds
-    change, missing = metric_gate(thresholds, {"gsm8k/exact_match,strict-match": 0.6})
-    assert change is not None and change[1] is False
-    assert "gsm8k/acc,none is missing" in change[3]
-    assert missing == {"gsm8k/acc,none": -1.0}
-    change, missing = metric_gate(
-        thresholds, {"gsm8k/exact_match,strict-match": 0.5, "gsm8k/acc,none": 0.1}
-    )
-    assert change is not None and change[1] is True and missing == {}
-    assert metric_gate(None, {"a/b": 1.0}) == (None, {})
-    ok = ("Passed", True, "ThresholdsMet", "every threshold is met")
-    bad = ("Passed", False, "ThresholdsMissed", "avgScore 0.1 < 0.5")
-    assert combine_passed(None, ok) == ok and combine_passed(ok, None) == ok
-    assert combine_passed(ok, ok) == ok
-    assert combine_passed(ok, bad) == bad
-    both = combine_passed(bad, ("Passed", False, "ThresholdsMissed", "x/y is missing"))
-    assert both is not None and both[3] == "avgScore 0.1 < 0.5; x/y is missing"
 
 
 def test_status_metrics_become_kyai_evaluation_metric_series() -> None:

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kyai import __version__
 from kyai.controllers import handlers
 from kyai.controllers._services import Services
+from kyai.controllers.scheduling import Scheduler
 from kyai.metrics import RunMetrics
 from kyai.settings import OperatorSettings
 
@@ -109,7 +110,7 @@ class Gone:
 def test_the_handlers_reconciles_are_counted_per_kind() -> None:
     metrics = RunMetrics()
     svc = Services(Gone(), OperatorSettings(), metrics)  # type: ignore[arg-type]
-    asyncio.run(handlers.reconcile_run(svc, "team-a", "gone"))
+    asyncio.run(Scheduler(svc).reconcile("team-a", "gone"))  # runs: through the scheduler
     asyncio.run(handlers.reconcile_workload(svc, "team-a", "gone"))
     families = scrape(metrics)
     for kind in ("EvaluationRun", "Workload"):

@@ -57,7 +57,14 @@ end
 
 hs.status = "Progressing"
 local progress = status.progress
-if (phase == "Generating" or phase == "Judging") and progress ~= nil
+local progressing = condition(conditions, "Progressing")
+local ready = condition(conditions, "Ready")
+if (phase == "Generating" or phase == "Judging") and progressing ~= nil
+    and progressing.status == "False" and ready ~= nil
+    and ready.message ~= nil and ready.message ~= "" then
+  -- Held in its phase with its own work done (e.g. waiting for a baseline run): say why.
+  hs.message = phase .. " (held): " .. ready.message
+elseif (phase == "Generating" or phase == "Judging") and progress ~= nil
     and progress.done ~= nil and progress.total ~= nil then
   hs.message = phase .. ": " .. tostring(progress.done) .. "/" .. tostring(progress.total)
   if progress.errors ~= nil and progress.errors > 0 then

@@ -1,0 +1,506 @@
+"""The run engine: one state machine for every kind of run.
+
+Pending (waiting for what the run names) → the phases of its Job steps (Generating,
+Judging) → Succeeded or Failed. The engine owns what every kind does the same: acceptance of
+the spec, waiting for references, Secret checks, Job create/adopt, stuck-pod detection,
+failure causes, completion, release of what the run holds, and success; the kind
+(:mod:`kyai.controllers.kinds`) says what it resolves, which Job steps it runs and how its
+result reads.
+
+The reconcile is idempotent and reads the actual state every time (the run's status, its
+Jobs), so that a restarted operator picks up where it was and never creates a Job twice:
+children have deterministic names and an existing one is adopted. Workers report progress
+and the result into the status; the engine owns phase and conditions. Each step returns when
+it wants to be looked at again (:class:`~kyai.controllers._result.Result`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from kyai.api import (
+    JOB_PHASES,
+    EvaluationRunPhase,
+    EvaluationRunSpec,
+    EvaluationRunStatus,
+    NonInferiorityResult,
+)
+from kyai.builders import spec_hash
+from kyai.controllers import _conditions as c
+from kyai.controllers._baseline import compare_with_baseline, gate_of
+from kyai.controllers._conditions import Change
+from kyai.controllers._inuse import (
+    ENGINE_ARGS,
+    engine_args_of,
+    protect,
+    references,
+    release_references,
+    to_protect,
+)
+from kyai.controllers._jobs import failure_cause, make_job, start_trouble
+from kyai.controllers._kube import KubeError
+from kyai.controllers._pods import age_seconds, job_state, may_be_stuck, parse_time
+from kyai.controllers._references import KIND, missing_secret
+from kyai.controllers._result import DONE, Result, after
+from kyai.controllers._services import Services
+from kyai.controllers._status import StatusWriter, spec_changed
+from kyai.controllers._thresholds import combine_passed, metric_gate
+from kyai.controllers.kinds import kind_of
+from kyai.controllers.runkind import (
+    Invalid,
+    JobStep,
+    Outcome,
+    Resolution,
+    RunContext,
+    RunKind,
+    SecretNeed,
+    Waiting,
+)
+
+TERMINAL = ("Succeeded", "Failed")
+
+SPEC_CHANGED = (
+    "the spec changed after the run started; the change is ignored (a run's spec is "
+    "immutable once started): create a new EvaluationRun instead"
+)
+
+
+class RunEngine:
+    """One reconcile of one EvaluationRun, whatever its kind."""
+
+    def __init__(
+        self, svc: Services, run: dict[str, Any], jobs: Iterable[Mapping[str, Any]] = ()
+    ) -> None:
+        self.svc = svc
+        self.writer = StatusWriter(svc, run, on_patched=self._patched)
+        self.name = self.writer.name
+        self.namespace = self.writer.namespace
+        #: Jobs of the run as a watch event or the resync's LIST delivered them (no GET).
+        self.jobs: dict[str, Mapping[str, Any]] = {
+            str(job["metadata"]["name"]): job for job in jobs
+        }
+        self._current: tuple[int, EvaluationRunStatus] | None = None
+        #: What the run names, shown while it waits too (``kubectl get er`` columns).
+        self.named: dict[str, str] = {}
+
+    def _patched(self, body: dict[str, Any]) -> None:
+        self.svc.metrics.observe(body)
+        self.svc.remember(body)
+
+    @property
+    def run(self) -> Mapping[str, Any]:
+        """The run as last read or written."""
+        return self.writer.body
+
+    def current(self) -> EvaluationRunStatus:
+        """The run's status as last read or written, through the API model.
+
+        Read again only after a write (or :meth:`merge_status`): a reconcile asks often.
+        """
+        revision = self.writer.revision
+        if self._current is None or self._current[0] != revision:
+            self._current = (revision, EvaluationRunStatus.model_validate(self.writer.status))
+        return self._current[1]
+
+    def merge_status(self, status: Mapping[str, Any]) -> None:
+        """Merge fields read from the API server into the status as last seen."""
+        self.writer.merge(status)
+
+    # -- the state machine ---------------------------------------------------------------
+
+    async def reconcile(self) -> Result:
+        """One step of the state machine (call it again on any change)."""
+        current = self.current()
+        if current.finished or self.run["metadata"].get("deletionTimestamp"):
+            return DONE
+        spec = await self._spec(current)
+        if spec is None:
+            return DONE
+        kind = kind_of(spec)
+        self.named = {
+            name: ref.name
+            for name, ref in (("workload", spec.workload_ref), ("snapshot", spec.snapshot_ref))
+            if ref is not None
+        }
+        started = current.accepted_spec is None
+        if started:
+            waiting = await self._start(kind, spec)
+            if waiting is not None:
+                return waiting
+        elif spec_changed(self.run.get("spec") or {}, current.spec_hash):
+            await self.writer.note_spec_change(SPEC_CHANGED)
+        current = self.current()
+        if current.phase not in JOB_PHASES or current.plan is None:
+            return DONE
+        steps = kind.steps(RunContext(self.svc, self.run, current), spec, current.plan)
+        return await self._advance(kind, spec, steps, fresh=started)
+
+    async def _spec(self, current: EvaluationRunStatus) -> EvaluationRunSpec | None:
+        """The accepted spec (parsed once per run), else the spec; None: it failed the run."""
+        accepted = current.accepted_spec
+        try:
+            if accepted:  # fixed once started: parsed once
+                uid = self.run["metadata"].get("uid")
+                return self.svc.parsed(
+                    uid, "accepted_spec", lambda: EvaluationRunSpec.model_validate(accepted)
+                )
+            return EvaluationRunSpec.model_validate(self.run.get("spec") or {})
+        except ValidationError as exc:
+            await self.fail(c.INVALID_SPEC, c.validation_message(exc))
+            return None
+
+    async def _start(self, kind: RunKind, spec: EvaluationRunSpec) -> Result | None:
+        """Resolve, check, hold and accept; a Result when the run did not start (yet)."""
+        try:
+            resolution = await kind.resolve(RunContext(self.svc, self.run, self.current()), spec)
+            # The steps as they will read once the facts are recorded.
+            steps = kind.steps(RunContext(self.svc, self.run, resolution.facts), spec,
+                               resolution.plan)  # fmt: skip
+            missing = await missing_secret(self.svc, _all_secrets(steps))
+            if missing is not None:
+                raise missing
+            await self._protect(resolution)
+        except Waiting as wait:
+            return await self._wait(wait)
+        except Invalid as invalid:
+            await self.fail(invalid.reason, invalid.message)
+            return DONE
+        first = steps[0]
+        message = resolution.message or first.message
+        facts = resolution.facts
+        await self._set_phase(
+            first.phase, first.reason, message, progressing=True,
+            **{name: getattr(facts, name) for name in facts.model_fields_set},
+            **{JOB_PHASES[step.phase]: step.job.name for step in steps},
+            started_at=c.now(), accepted_spec=spec.to_k8s(),
+            spec_hash=spec_hash(self.run.get("spec") or {}), plan=resolution.plan,
+        )  # fmt: skip
+        self.writer.event("Normal", first.reason, message)
+        return None
+
+    async def _protect(self, resolution: Resolution) -> None:
+        """Put the in-use finalizer on what the run holds; Waiting when one is going away."""
+        read = resolution.protect
+        if not read:
+            return
+        for kind, name in to_protect(self.run, read):
+            gone = await protect(self.svc, kind, self.namespace, name, read.get(kind))
+            if gone is not None:
+                reason = c.SNAPSHOT_NOT_READY if kind == "Snapshot" else c.WORKLOAD_NOT_READY
+                raise Waiting(reason, gone)
+
+    async def _advance(
+        self, kind: RunKind, spec: EvaluationRunSpec, steps: Sequence[JobStep], *, fresh: bool
+    ) -> Result:
+        """Run the current phase's Job; on its success the next step's, or completion.
+
+        ``fresh``: the run started in this reconcile (its Secrets were just checked, its
+        Jobs cannot exist yet). A step entered here cannot have its Job yet either.
+        """
+        phase = self.current().phase
+        index = next((i for i, step in enumerate(steps) if step.phase == phase), None)
+        if index is None:
+            return DONE
+        known_missing, secrets_checked = fresh, fresh
+        while True:
+            step = steps[index]
+            succeeded, result = await self._run_step(
+                step, spec, known_missing=known_missing, secrets_checked=secrets_checked
+            )
+            if not succeeded:
+                return result
+            if index + 1 == len(steps):
+                return await self._complete(kind, spec)
+            index += 1
+            following = steps[index]
+            await self._set_phase(
+                following.phase, following.reason, following.message, progressing=True
+            )
+            self.writer.event("Normal", following.reason, following.message)
+            known_missing, secrets_checked = True, False
+
+    async def _run_step(
+        self, step: JobStep, spec: EvaluationRunSpec, *, known_missing: bool,
+        secrets_checked: bool,
+    ) -> tuple[bool, Result]:  # fmt: skip
+        """Make or adopt the step's Job and read it: (succeeded, when to look again)."""
+        job = self.jobs.get(step.job.name)
+        if job is None and not known_missing:
+            job = await self.svc.kube.get("Job", self.namespace, step.job.name)
+        grace = self.svc.settings.job_start_grace_seconds
+        if job is None:
+            if not secrets_checked:
+                waiting = await self._secrets_ready(step)
+                if waiting is not None:
+                    return False, waiting
+            job = await make_job(self.svc, self.run, step, spec)
+            if job_state(job)[0] == "running":  # new: its pods are looked at after the grace
+                return False, after(grace + 1)
+        state, message = job_state(job)
+        if state == "failed":
+            cause = await failure_cause(self.svc, self.namespace, self.name, step, message)
+            await self.fail(step.failed_reason, cause)
+            return False, DONE
+        if state == "succeeded":
+            return True, DONE
+        if may_be_stuck(job, grace=grace):
+            return False, await self._watch_start(step)
+        if (job.get("status") or {}).get("ready"):
+            return False, DONE
+        # Its pods are looked at once the grace is over (then at every resync tick).
+        return False, after(grace + 1 - (age_seconds(job) or 0.0))
+
+    async def _secrets_ready(self, step: JobStep) -> Result | None:
+        """Before the step's Job exists: its Secrets are there (None), or the run waits.
+
+        The wait has the same deadline as a worker pod that cannot start, counted from the
+        moment the run began waiting; then the run fails.
+        """
+        missing = await missing_secret(self.svc, step.secrets)
+        current = self.current()
+        progressing = current.condition(c.PROGRESSING)
+        waiting_since = None
+        if progressing is not None and progressing.reason == c.SECRET_NOT_FOUND:
+            waiting_since = parse_time(progressing.last_transition_time)
+        if missing is None:
+            if waiting_since is not None:
+                await self._resume(step)
+            return None
+        deadline = self.svc.settings.worker_start_timeout_seconds
+        if waiting_since is not None:
+            waited = (datetime.now(UTC) - waiting_since).total_seconds()
+            if waited > deadline:
+                await self.fail(
+                    c.SECRET_NOT_FOUND,
+                    f"{missing.message.split(';')[0]} for {waited:.0f} s, longer than the "
+                    f"{deadline:g} s the operator's workerStartTimeoutSeconds allows",
+                )
+                return DONE
+            if current.message == missing.message:
+                return after(deadline - waited + 1)
+        await self._set_phase(step.phase, missing.reason, missing.message, progressing=False)
+        self.writer.event("Warning", missing.reason, missing.message)
+        return after(deadline + 1)
+
+    async def _watch_start(self, step: JobStep) -> Result:
+        """Report a worker pod that cannot start on the run; fail the run after the deadline."""
+        trouble = await start_trouble(self.svc, self.namespace, self.name, step)
+        current = self.current()
+        ready = current.condition(c.READY)
+        reason = ready.reason if ready is not None else None
+        if trouble is None:
+            if reason == c.WORKER_NOT_STARTING:
+                await self._resume(step)
+            return DONE
+        deadline = self.svc.settings.worker_start_timeout_seconds
+        waited = (datetime.now(UTC) - trouble.since).total_seconds()
+        name = step.job.name
+        if waited > deadline:
+            await self.svc.kube.delete("Job", self.namespace, name)
+            await self.fail(
+                c.WORKER_NOT_STARTING,
+                f"the {step.what} Job {name} could not start its {trouble.describe()} "
+                f"(for {waited:.0f} s, longer than the {deadline:g} s the operator's "
+                "workerStartTimeoutSeconds allows)",
+            )
+            return DONE
+        message = (
+            f"the {step.what} Job {name} cannot start its {trouble.describe()}; the run fails "
+            f"if it has not started {deadline:g} s after the pod was created"
+        )
+        if reason != c.WORKER_NOT_STARTING or current.message != message:
+            await self._set_phase(step.phase, c.WORKER_NOT_STARTING, message, progressing=True)
+            self.writer.event("Warning", c.WORKER_NOT_STARTING, message)
+        return after(deadline - waited + 1)
+
+    async def _complete(self, kind: RunKind, spec: EvaluationRunSpec) -> Result:
+        """The last Job succeeded: read the result, gate it, end the run.
+
+        With ``thresholds.nonInferiority`` the run waits in its phase until the baseline has
+        succeeded (:mod:`kyai.controllers._baseline`).
+        """
+        if not kind.reported(self.current()):
+            # The worker's result is not in the run as last seen (its watch event may come
+            # after the Job's): read it. Usually it is there, and saves a GET per run.
+            fresh = await self.svc.kube.get(KIND, self.namespace, self.name)
+            self.merge_status((fresh or {}).get("status") or {})
+        status = self.current()
+        try:
+            outcome = kind.outcome(spec, status)
+            compared = await self._compare(spec, status)
+        except Invalid as invalid:
+            await self.fail(invalid.reason, invalid.message)
+            return DONE
+        except Waiting as wait:
+            return await self._hold(wait)
+        await self.succeed(spec, outcome, status.metrics or {}, compared)
+        return DONE
+
+    async def _compare(
+        self, spec: EvaluationRunSpec, status: EvaluationRunStatus
+    ) -> tuple[Change, NonInferiorityResult | None] | None:
+        """The non-inferiority gate's Passed (None without one); Waiting for the baseline."""
+        gate = gate_of(spec)
+        if gate is None:
+            return None
+        try:
+            return await compare_with_baseline(self.svc, self.namespace, self.name, gate, status)
+        except Waiting as wait:
+            own = f"this run's avgScore {status.avg_score} over {status.questions} questions"
+            raise Waiting(wait.reason, f"{wait.message} ({own})") from None
+
+    # -- status writes ------------------------------------------------------------------
+
+    async def _set_phase(
+        self,
+        phase: EvaluationRunPhase,
+        reason: str,
+        message: str,
+        *,
+        progressing: bool,
+        **fields: Any,
+    ) -> None:
+        conditions = self.writer.conditions(
+            Change(c.READY, False, reason, message),
+            Change(c.PROGRESSING, progressing, reason, message),
+        )
+        await self.writer.patch(
+            EvaluationRunStatus(phase=phase, message=message, conditions=conditions, **fields)
+        )
+
+    async def _resume(self, step: JobStep) -> None:
+        """Back to the phase's own reason and message once what held it up is gone."""
+        await self._set_phase(step.phase, step.reason, step.message, progressing=True)
+
+    async def _hold(self, wait: Waiting) -> Result:
+        """The run stays in its phase, not progressing, saying what it waits for.
+
+        Written once (again when the wait turns Stalled); the run is in the index of waiting
+        runs then, so what it waits for wakes it.
+        """
+        current = self.current()
+        if current.phase is None:
+            return DONE
+        if current.message != wait.message or self.writer.stall_due():
+            await self._set_phase(current.phase, wait.reason, wait.message, progressing=False)
+            kind = "Warning" if wait.reason in c.STALLING else "Normal"
+            self.writer.event(kind, wait.reason, wait.message)
+        return self._stall_look(wait.reason)
+
+    async def _wait(self, wait: Waiting) -> Result:
+        """Pending, saying what the run waits for (once; again when it turns Stalled)."""
+        current = self.current()
+        if not (
+            current.phase == "Pending"
+            and current.message == wait.message
+            and not self.writer.stall_due()
+        ):
+            await self._set_phase(
+                "Pending", wait.reason, wait.message, progressing=False, **self.named
+            )
+            self.writer.event("Normal", wait.reason, wait.message)
+        return self._stall_look(wait.reason)
+
+    def _stall_look(self, reason: str) -> Result:
+        """A look when a wait for a missing reference turns Stalled (its grace is over)."""
+        if reason not in c.MISSING_REFERENCE:
+            return DONE
+        age = age_seconds(self.run)
+        grace = self.svc.settings.missing_reference_grace_seconds
+        if age is None or age >= grace:
+            return DONE
+        return after(grace - age + 1)
+
+    async def fail(self, reason: str, message: str) -> None:
+        """End the run Failed."""
+        await self._set_phase("Failed", reason, message, progressing=False, completed_at=c.now())
+        self.writer.event("Warning", reason, message)
+        await self.release_held()
+
+    async def succeed(
+        self,
+        spec: EvaluationRunSpec,
+        outcome: Outcome,
+        metrics: Mapping[str, float],
+        compared: tuple[Change, NonInferiorityResult | None] | None = None,
+    ) -> None:
+        """End the run Succeeded; Passed from the kind's gate and the spec's other gates.
+
+        ``compared`` is the non-inferiority comparison's Passed and figures.
+        ``thresholds.metrics`` gates ``metrics`` (the run's ``status.metrics``), whatever the
+        kind; a gated metric that is missing is written as -1. Frees what the run held.
+        """
+        gated, missing = metric_gate(spec.thresholds, metrics)
+        passed = combine_passed(outcome.passed, gated, compared[0] if compared else None)
+        message = outcome.message
+        changes = [
+            Change(c.READY, True, c.SUCCEEDED, message),
+            Change(c.PROGRESSING, False, c.SUCCEEDED, message),
+        ]
+        if passed is not None:
+            changes.append(passed)
+        update = EvaluationRunStatus(
+            phase="Succeeded",
+            message=message,
+            completed_at=c.now(),
+            conditions=self.writer.conditions(*changes),
+        )
+        if missing:
+            update.metrics = {**metrics, **missing}
+        if compared is not None and compared[1] is not None:
+            update.non_inferiority = compared[1]
+        await self.writer.patch(update)
+        self.writer.event("Normal", c.SUCCEEDED, message)
+        await self.release_held()
+
+    async def release_held(self) -> None:
+        """The finished run's references: free those being deleted.
+
+        The others keep their in-use finalizer (that they are not being deleted is known from
+        the watch: no GET for them).
+        """
+        refs = [ref for ref in references(self.run) if self._maybe_deleted(*ref)]
+        await release_references(self.svc, self.namespace, refs)
+
+    def _maybe_deleted(self, kind: str, name: str) -> bool:
+        """Whether ``name`` (or, for a Workload, the EngineArgsSet it names) may be being deleted.
+
+        Not in the cache: unknown, so yes (``release_references`` reads it).
+        """
+        obj = self.svc.seen.get((kind, self.namespace, name))
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return True
+        engine_args = engine_args_of(obj) if kind == "Workload" else None
+        return engine_args is not None and self._maybe_deleted(ENGINE_ARGS, engine_args)
+
+    async def report_forbidden(self, error: KubeError) -> None:
+        """Say on the run that the API refused the operator a call (RBAC), once.
+
+        The phase stays as it is: the run goes on by itself once the permission is granted.
+        """
+        message = f"the operator was refused an API call this run needs: {error}"
+        degraded = self.current().condition(c.DEGRADED)
+        if degraded is not None and degraded.message == message:
+            return
+        conditions = self.writer.conditions(Change(c.DEGRADED, True, c.FORBIDDEN, message))
+        await self.writer.patch(EvaluationRunStatus(conditions=conditions))
+        self.writer.event("Warning", c.FORBIDDEN, message)
+
+    async def clear_forbidden(self) -> None:
+        """Degraded/Forbidden back to False once a reconcile went through."""
+        degraded = self.current().condition(c.DEGRADED)
+        if degraded is None or degraded.reason != c.FORBIDDEN or degraded.status != "True":
+            return
+        conditions = self.writer.conditions(
+            Change(c.DEGRADED, False, c.FORBIDDEN, "the operator's API calls are allowed again")
+        )
+        await self.writer.patch(EvaluationRunStatus(conditions=conditions))
+
+
+def _all_secrets(steps: Sequence[JobStep]) -> tuple[SecretNeed, ...]:
+    """Every Secret key the run's Jobs read, each once, in step order."""
+    return tuple(dict.fromkeys(need for step in steps for need in step.secrets))

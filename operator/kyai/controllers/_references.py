@@ -1,0 +1,435 @@
+"""What the kinds of run read when a run starts: references, the candidate, judges, Secrets.
+
+Shared by the kinds (:mod:`kyai.controllers.kinds`): a Workload or Snapshot once it is Ready,
+what a Ready Workload serves, the judges of a spec, the source run of a re-judge, and the
+Secret keys the workers will read. They raise :class:`~kyai.controllers.runkind.Waiting`
+when a reference is not there yet and :class:`~kyai.controllers.runkind.Invalid` when the
+run can never start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from kyai.api import (
+    EvaluationRunSpec,
+    EvaluationRunStatus,
+    GatewayToken,
+    JudgeSpec,
+    JudgesPlan,
+    LLMJudgePlan,
+    SecretEnv,
+    SecretKeyReference,
+    WorkloadSpec,
+    WorkloadStatus,
+)
+from kyai.builders import evaluation as build
+from kyai.builders import worker_args
+from kyai.controllers import _conditions as c
+from kyai.controllers._services import Services
+from kyai.controllers.runkind import Invalid, SecretNeed, Waiting
+from kyai.label_selector import LabelSelector
+from kyai.settings import OperatorSettings
+
+KIND = "EvaluationRun"
+
+
+def _ready(obj: Mapping[str, Any] | None) -> bool:
+    status = (obj or {}).get("status") or {}
+    return status.get("phase") == "Ready"
+
+
+def key_secret(env: str, ref: SecretKeyReference | None) -> SecretEnv | None:
+    """The Secret key of an ``apiKeySecretRef`` as a worker's environment variable."""
+    if ref is None:
+        return None
+    return SecretEnv(env=env, secret=ref.name, key=ref.key)
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a Ready Workload serves: where, which model, with which API key."""
+
+    endpoint: str
+    model: str
+    framework: str | None
+    context_window: int | None
+    api_key: SecretKeyReference | None
+    metrics_url: str | None = None
+    """The engine's Prometheus metrics (a served Workload whose engine exports them)."""
+    gpus: int | None = None
+    """GPUs serving the model (a served Workload's GPUs per replica × replicas; None for an
+    endpoint, or a CPU-only engine)."""
+
+
+def served_by(workload: Mapping[str, Any]) -> Served:
+    """What the Ready ``workload`` serves (its status, else its spec, names the model)."""
+    name = workload["metadata"]["name"]
+    try:
+        spec = WorkloadSpec.model_validate(workload.get("spec") or {})
+        status = WorkloadStatus.model_validate(workload.get("status") or {})
+    except ValidationError as exc:
+        raise Waiting(c.WORKLOAD_NOT_READY, f"the Workload {name} cannot be read: {exc}") from exc
+    if status.endpoint is None:
+        raise Waiting(c.WORKLOAD_NOT_READY, f"the Workload {name} reports no endpoint yet")
+    served = spec.endpoint is None
+    gpus = spec.resources.gpus * spec.replicas if served else 0
+    return Served(
+        endpoint=status.endpoint,
+        model=status.served_model_name or spec.served_name,
+        framework=spec.framework,
+        context_window=status.max_model_len,
+        api_key=spec.endpoint.api_key_secret_ref if spec.endpoint is not None else None,
+        metrics_url=status.metrics_url if served else None,
+        gpus=gpus or None,
+    )
+
+
+async def _grader_source(svc: Services, namespace: str, judge: JudgeSpec, name: str) -> str:
+    spec = judge.python
+    assert spec is not None
+    ref = spec.config_map_ref
+    if ref is None:
+        assert spec.source is not None
+        return spec.source
+    config_map = await svc.kube.get("ConfigMap", namespace, ref.name)
+    if config_map is None or ref.key not in (config_map.get("data") or {}):
+        raise Waiting(
+            c.JUDGE_NOT_READY,
+            f"the grader source of judge {name} (ConfigMap {ref.name}, key {ref.key}) "
+            "does not exist",
+        )
+    return str(config_map["data"][ref.key])
+
+
+async def grader_declaration(
+    svc: Services, namespace: str, judge: JudgeSpec, name: str
+) -> dict[str, Any]:
+    """The seed's declaration of a Python judge, its source read from a ConfigMap if need be."""
+    from kyai.graders import GraderDeclarationError, PythonGrader
+
+    spec = judge.python
+    assert spec is not None
+    grader: dict[str, Any] = {
+        "type": "python",
+        "contract": spec.contract,
+        "metric_id": spec.metric_id,
+        "source": await _grader_source(svc, namespace, judge, name),
+        "timeout_seconds": spec.timeout_seconds,
+        "max_model_calls": spec.max_model_calls,
+    }
+    if spec.execution is not None:
+        grader["execution"] = spec.execution
+    if spec.model_access is not None:
+        grader["model_access"] = spec.model_access
+    if spec.metrics is not None:
+        grader["metrics"] = list(spec.metrics)
+    declaration = {"grader": grader}
+    try:
+        PythonGrader.from_declaration(declaration)
+    except GraderDeclarationError as exc:
+        raise Invalid(c.INVALID_SPEC, f"judge {name}: {exc}") from exc
+    return declaration
+
+
+async def preprocess_declaration(
+    svc: Services, namespace: str, spec: EvaluationRunSpec
+) -> dict[str, Any] | None:
+    """The seed's declaration of ``spec.preprocessors[0]``; None without a preprocessor.
+
+    Its source is read from a ConfigMap if need be, and checked as the worker will load it.
+    """
+    from kyai.graders import GraderDeclarationError, PythonPreprocessor
+
+    if not spec.preprocessors:
+        return None
+    pre = spec.preprocessors[0]
+    source = pre.source
+    if pre.config_map_ref is not None:
+        ref = pre.config_map_ref
+        config_map = await svc.kube.get("ConfigMap", namespace, ref.name)
+        if config_map is None or ref.key not in (config_map.get("data") or {}):
+            raise Waiting(
+                c.SOURCE_UNAVAILABLE,
+                f"the preprocessor source (ConfigMap {ref.name}, key {ref.key}) does not exist",
+            )
+        source = str(config_map["data"][ref.key])
+    declaration = {
+        "preprocess": {
+            "type": "python",
+            "contract": pre.contract,
+            "source": source,
+            "timeout_seconds": pre.timeout_seconds,
+        }
+    }
+    try:
+        PythonPreprocessor.from_declaration(declaration)
+    except GraderDeclarationError as exc:
+        raise Invalid(c.INVALID_SPEC, f"spec.preprocessors[0]: {exc}") from exc
+    return declaration
+
+
+def _check_builtin(dataset: str | None, builtin_dataset: bool) -> None:
+    from kyai.graders import GraderUnavailableError, builtin_grader
+
+    try:
+        builtin_grader(dataset if builtin_dataset else None)
+    except GraderUnavailableError as exc:
+        raise Invalid(c.INVALID_SPEC, f"judge type builtin: {exc}") from exc
+
+
+async def resolve_judges(
+    svc: Services,
+    run: Mapping[str, Any],
+    judges: list[JudgeSpec],
+    *,
+    dataset: str | None,
+    builtin_dataset: bool,
+) -> JudgesPlan:
+    """Resolve every judge, each keeping the spec's name; raise Waiting or Invalid."""
+    from kyai.graders import PythonGrader
+
+    namespace = run["metadata"]["namespace"]
+    by_type: dict[str, list[JudgeSpec]] = {"llm": [], "builtin": [], "python": []}
+    for judge in judges:
+        by_type[judge.type].append(judge)
+    for kind in ("llm", "builtin"):
+        if len(by_type[kind]) > 1:
+            raise Invalid(c.INVALID_SPEC, f"spec.judges: at most one judge of type {kind}")
+    names = {kind: found[0].name or kind for kind, found in by_type.items() if found}
+    names.pop("python", None)
+    llm = await resolve_llm_judge(svc, run, by_type["llm"][0]) if by_type["llm"] else None
+    if by_type["builtin"]:
+        _check_builtin(dataset, builtin_dataset)
+    graders: dict[str, dict[str, Any]] = {}
+    for judge in by_type["python"]:
+        name = judge.name or "python"
+        graders[name] = await grader_declaration(svc, namespace, judge, name)
+    needs_bridge = any(PythonGrader.from_declaration(d).model_access for d in graders.values())
+    if needs_bridge and llm is None:
+        llm = await resolve_llm_judge(svc, run, JudgeSpec())
+    return JudgesPlan(
+        llm=llm,
+        use_llm=bool(by_type["llm"]),
+        builtin=bool(by_type["builtin"]),
+        graders=graders,
+        names=names,
+    )
+
+
+async def _judge_workload(
+    svc: Services, namespace: str, judge: JudgeSpec, workload_name: str
+) -> LLMJudgePlan:
+    workload = await svc.cached("Workload", namespace, workload_name)
+    if workload is None:
+        raise Waiting(c.JUDGE_NOT_READY, f"the judge Workload {workload_name} does not exist")
+    if not _ready(workload):
+        raise Waiting(c.JUDGE_NOT_READY, f"the judge Workload {workload_name} is not Ready")
+    served = served_by(workload)
+    llm = judge.llm
+    return LLMJudgePlan(
+        endpoint=served.endpoint,
+        model=(llm.model if llm and llm.model else None) or served.model,
+        secret=key_secret(worker_args.JUDGE_KEY_ENV, served.api_key),
+        prompt=judge.prompt,
+    )
+
+
+NOT_CONFIGURED = (
+    "the run names no judge and the operator has no default judge: set spec.judge.llm "
+    "(endpoint and model) or the Helm value defaultJudge"
+)
+
+
+def namespace_refusal(
+    selector: LabelSelector, namespace: str, labels: Mapping[str, str] | None
+) -> Waiting | None:
+    """Why a run of ``namespace`` may not use the default judge, or None when it may.
+
+    ``labels`` are the namespace's (None: it was not found), ``selector`` the chart's
+    ``defaultJudge.namespaceSelector``; an empty selector lets every namespace in.
+    """
+    if selector.empty or (labels is not None and selector.matches(labels)):
+        return None
+    return Waiting(
+        c.DEFAULT_JUDGE_NOT_ALLOWED,
+        f"the run names no judge, and namespace {namespace} may not use the default judge: "
+        f"its labels do not match the Helm value defaultJudge.namespaceSelector "
+        f"({selector.describe()}); the run starts once the namespace is labelled to match "
+        "(kubectl label namespace), or name a judge in spec.judge",
+    )
+
+
+def default_judge_plan(
+    settings: OperatorSettings, namespace: str, judge: JudgeSpec
+) -> LLMJudgePlan:
+    """The default judge for a run of ``namespace``: through the gateway when one is set.
+
+    Through the gateway, the judge pod holds no key at all: it shows the gateway its projected
+    ServiceAccount token. Without one, only a key Secret of the run's own namespace will do:
+    the platform's key is never copied into a tenant's namespace, so a run of another
+    namespace waits, Stalled at once (``DefaultJudgeNeedsGateway``), for the gateway.
+    """
+    model = settings.default_judge_model
+    if settings.default_judge_gateway and model:
+        token = GatewayToken(
+            audience=settings.default_judge_gateway_audience,
+            expiration_seconds=settings.default_judge_gateway_token_seconds,
+        )
+        return LLMJudgePlan(
+            endpoint=settings.default_judge_gateway,
+            model=model,
+            prompt=judge.prompt,
+            gateway_token=token,
+        )
+    if not settings.default_judge_endpoint or not model:
+        raise Invalid(c.JUDGE_NOT_CONFIGURED, NOT_CONFIGURED)
+    secret = None
+    if settings.default_judge_secret_name:
+        source_ns = settings.default_judge_secret_namespace or namespace
+        if source_ns != namespace:
+            raise Waiting(
+                c.DEFAULT_JUDGE_NEEDS_GATEWAY,
+                f"the run names no judge, and the default judge's API key is in namespace "
+                f"{source_ns} (Secret {settings.default_judge_secret_name}): the key is never "
+                "copied into a tenant's namespace, so runs of other namespaces reach the "
+                "default judge only through the judge gateway (the operator's "
+                "KYAI_DEFAULT_JUDGE_GATEWAY setting, which the Helm chart sets whenever "
+                "defaultJudge.endpoint is set), or name a judge in spec.judge",
+            )
+        secret = SecretEnv(
+            env=worker_args.JUDGE_KEY_ENV,
+            secret=settings.default_judge_secret_name,
+            key=settings.default_judge_secret_key,
+        )
+    return LLMJudgePlan(
+        endpoint=settings.default_judge_endpoint,
+        model=model,
+        secret=secret,
+        prompt=judge.prompt,
+    )
+
+
+async def _default_judge(svc: Services, run: Mapping[str, Any], judge: JudgeSpec) -> LLMJudgePlan:
+    namespace = str(run["metadata"]["namespace"])
+    settings = svc.settings
+    if not settings.default_judge_model or not (
+        settings.default_judge_gateway or settings.default_judge_endpoint
+    ):
+        raise Invalid(c.JUDGE_NOT_CONFIGURED, NOT_CONFIGURED)
+    selector = settings.default_judge_namespace_selector
+    if not selector.empty:
+        found = await svc.kube.get("Namespace", "", namespace)
+        labels = ((found or {}).get("metadata") or {}).get("labels")
+        refusal = namespace_refusal(
+            selector, namespace, (labels or {}) if found is not None else None
+        )
+        if refusal is not None:
+            raise refusal
+    return default_judge_plan(settings, namespace, judge)
+
+
+async def resolve_llm_judge(
+    svc: Services, run: Mapping[str, Any], judge: JudgeSpec
+) -> LLMJudgePlan:
+    """A judge Workload, an endpoint of the spec, or the operator's default judge."""
+    if judge.judge_workload is not None:
+        namespace = run["metadata"]["namespace"]
+        return await _judge_workload(svc, namespace, judge, judge.judge_workload)
+    llm = judge.llm
+    if llm is not None and llm.endpoint:
+        if not llm.model:
+            raise Invalid(c.INVALID_SPEC, "spec.judge.llm.model is required with an endpoint")
+        ref = llm.api_key_secret_ref
+        return LLMJudgePlan(
+            endpoint=llm.endpoint,
+            model=llm.model,
+            secret=SecretEnv(env=worker_args.JUDGE_KEY_ENV, secret=ref.name, key=ref.key)
+            if ref
+            else None,
+            prompt=judge.prompt,
+        )
+    return await _default_judge(svc, run, judge)
+
+
+async def source_run(svc: Services, namespace: str, source_name: str) -> EvaluationRunStatus:
+    source = await svc.kube.get(KIND, namespace, source_name)
+    if source is None:
+        raise Waiting(c.SOURCE_RUN_NOT_FOUND, f"the EvaluationRun {source_name} does not exist")
+    status = EvaluationRunStatus.model_validate(source.get("status") or {})
+    if status.phase == "Failed":
+        raise Waiting(
+            c.SOURCE_RUN_FAILED,
+            f"the EvaluationRun {source_name} failed, so its answers cannot be judged again: "
+            f"{status.message or 'no message'} (re-create it, or point "
+            "spec.generationFrom.runRef at a run that succeeded)",
+        )
+    if status.phase != "Succeeded" or not status.results_claim:
+        raise Waiting(
+            c.SOURCE_RUN_NOT_READY,
+            f"the EvaluationRun {source_name} has not succeeded yet "
+            f"(phase {status.phase or 'Pending'})",
+        )
+    return status
+
+
+async def ready_reference(
+    svc: Services, kind: str, namespace: str, name: str, reasons: tuple[str, str]
+) -> dict[str, Any]:
+    """The Workload or Snapshot ``name`` once it is Ready (else Waiting)."""
+    obj = await svc.cached(kind, namespace, name)
+    if obj is None:
+        raise Waiting(
+            reasons[0],
+            f"the {kind} {name} does not exist in namespace {namespace}; "
+            "the run starts once it is Ready",
+        )
+    if obj["metadata"].get("deletionTimestamp"):
+        raise Waiting(reasons[1], f"the {kind} {name} is being deleted")
+    if not _ready(obj):
+        phase = (obj.get("status") or {}).get("phase") or "Pending"
+        raise Waiting(reasons[1], f"the {kind} {name} is {phase}, not Ready")
+    return obj
+
+
+def judge_secrets(judges: JudgesPlan, namespace: str) -> tuple[SecretNeed, ...]:
+    """The Secret key the judge pod reads (none behind the judge gateway)."""
+    llm = judges.llm
+    if llm is not None and llm.secret is not None:
+        secret = llm.secret
+        return (SecretNeed("the judge's API key", namespace, secret.secret, secret.key),)
+    return ()
+
+
+def candidate_secrets(secret: SecretEnv | None, namespace: str) -> tuple[SecretNeed, ...]:
+    """The Secret key holding the candidate's API key, if it has one."""
+    if secret is None:
+        return ()
+    return (SecretNeed("the candidate's API key", namespace, secret.secret, secret.key),)
+
+
+async def missing_secret(svc: Services, needs: tuple[SecretNeed, ...]) -> Waiting | None:
+    """Why a Secret key in ``needs`` is not there yet (a Waiting to report), or None."""
+    for need in needs:
+        found = await svc.kube.get("Secret", need.namespace, need.name)
+        where = f"the Secret {need.name} in namespace {need.namespace} ({need.what})"
+        if found is None:
+            return Waiting(
+                c.SECRET_NOT_FOUND, f"{where} does not exist; the run goes on once it does"
+            )
+        if need.key not in (found.get("data") or {}) and need.key not in (
+            found.get("stringData") or {}
+        ):
+            return Waiting(
+                c.SECRET_NOT_FOUND, f"{where} has no key {need.key}; the run goes on once it has"
+            )
+    return None
+
+
+def results_claim_of(spec: EvaluationRunSpec, run: str) -> str:
+    """The claim the run's results go to: the spec's existing one, else the run's own."""
+    return spec.storage.existing_claim or build.results_claim_name(run)

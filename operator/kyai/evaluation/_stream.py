@@ -1,0 +1,235 @@
+"""Streamed chat completions: server-sent events assembled into one answer, and timed.
+
+A streamed request (``"stream": true``, ``"stream_options": {"include_usage": true}``) is
+answered with ``data: {json}`` events separated by blank lines and ended by ``data: [DONE]``.
+:class:`SseAssembler` is fed the body's bytes as they arrive, each read with the
+``time.perf_counter()`` at which it arrived, and keeps:
+
+- the answer, assembled from the deltas exactly as a non-streamed answer carries it:
+  ``content``, ``reasoning_content`` and ``reasoning`` are the concatenations of their deltas
+  (None when no delta carried the field; the empty ``content`` of the opening role chunk does
+  not count), the last ``finish_reason``, the server's ``usage`` (the final chunk when
+  ``include_usage`` is honoured), the response id and the served model;
+- the timings, as ``vllm bench serve`` takes them: the arrival of the first chunk carrying
+  generated text (content or reasoning), the gaps between successive chunks carrying text (the
+  inter-token latencies, ms) and the arrival of the last JSON chunk.
+
+A stream that ends before ``[DONE]`` without having said how it finished (no
+``finish_reason``), or whose event is not JSON, was cut on the way: :class:`StreamCutError`,
+which the client retries as a connection error, discarding the partial answer. An event
+holding an ``error`` object (vLLM and SGLang report a failure met mid-generation so) is a
+:class:`StreamErrorEvent`.
+
+SSE details: lines end with LF or CRLF; an event's ``data`` lines are joined with LF (a
+server never splits a JSON chunk over several, but it would be read right); other fields
+(``event:``, ``id:``, ``retry:``) and comments (``: ping``) are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections.abc import Mapping
+from typing import Any
+
+from kyai import _json
+
+#: What a streamed request adds to its body.
+STREAM_FIELDS: Mapping[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
+
+#: Error statuses with which a server or gateway may refuse ``"stream": true``.
+REFUSAL_STATUSES = frozenset({400, 422})
+
+_DONE = b"[DONE]"
+
+
+class StreamCutError(Exception):
+    """The stream ended, or became unreadable, before the answer was complete.
+
+    ``malformed`` says that an event could not be read (rather than that the stream stopped).
+    """
+
+    def __init__(self, message: str, *, malformed: bool = False) -> None:
+        super().__init__(message)
+        self.malformed = malformed
+
+
+class StreamErrorEvent(Exception):
+    """The server reported an error inside the stream; ``status`` is its code when numeric."""
+
+    def __init__(self, message: str, status: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+def is_event_stream(content_type: str) -> bool:
+    """Whether a response's ``Content-Type`` announces server-sent events."""
+    return "text/event-stream" in content_type.lower()
+
+
+def refuses_streaming(status: int, message: str) -> bool:
+    """Whether an error answer refuses streaming: a 400 (or 422) whose message names it."""
+    return status in REFUSAL_STATUSES and "stream" in message.lower()
+
+
+class SseAssembler:
+    """One streamed answer being received: feed it bytes, then :meth:`finish` it."""
+
+    __slots__ = (
+        "_buffer",
+        "_data",
+        "choice_chunks",
+        "content",
+        "content_seen",
+        "done",
+        "finish_reason",
+        "first_text",
+        "gaps_ms",
+        "last_event",
+        "last_text",
+        "model",
+        "reasoning",
+        "reasoning_content",
+        "response_id",
+        "text_chunks",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._data: list[bytes] = []
+        self.content: list[str] = []
+        self.content_seen = False
+        self.reasoning_content: list[str] | None = None
+        self.reasoning: list[str] | None = None
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.response_id: str | None = None
+        self.model: str | None = None
+        #: ``perf_counter()`` of the first and the latest chunk carrying text; of the last event.
+        self.first_text: float | None = None
+        self.last_text = 0.0
+        self.last_event: float | None = None
+        #: Milliseconds between successive chunks carrying text.
+        self.gaps_ms = array("d")
+        self.text_chunks = 0
+        self.choice_chunks = 0
+        self.done = False
+
+    def feed(self, chunk: bytes, now: float) -> None:
+        """Take the next bytes of the body, read at ``now`` (``time.perf_counter()``)."""
+        buffer = self._buffer + chunk if self._buffer else chunk
+        start = 0
+        find = buffer.find
+        while (end := find(b"\n", start)) >= 0:
+            line = buffer[start:end]
+            start = end + 1
+            if line[-1:] == b"\r":
+                line = line[:-1]
+            if not line:
+                if self._data:
+                    self._dispatch(now)
+            elif line[:5] == b"data:":
+                value = line[5:]
+                self._data.append(value[1:] if value[:1] == b" " else value)
+        self._buffer = buffer[start:]
+
+    def finish(self, now: float) -> None:
+        """The body has ended: take a last event left without its blank line, check the end."""
+        if self._buffer:
+            self.feed(b"\n", now)
+        if self._data:
+            self._dispatch(now)
+        if not self.done and self.finish_reason is None:
+            raise StreamCutError(
+                "the stream ended before its end ([DONE] or a finish_reason) "
+                f"after {self.text_chunks} chunks of text"
+            )
+        if not self.choice_chunks:
+            raise StreamCutError("the stream ended without a single choice", malformed=True)
+
+    def _dispatch(self, now: float) -> None:
+        data = self._data
+        payload = data[0] if len(data) == 1 else b"\n".join(data)
+        data.clear()
+        if payload == _DONE:
+            self.done = True
+            return
+        try:
+            event = _json.loads(payload)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise StreamCutError(
+                f"an event of the stream is not valid JSON ({type(exc).__name__}): "
+                f"{payload[:200]!r}",
+                malformed=True,
+            ) from None
+        if not isinstance(event, dict):
+            raise StreamCutError(
+                f"an event of the stream is not a JSON object: {payload[:200]!r}", malformed=True
+            )
+        self.last_event = now
+        choices = event.get("choices")
+        if choices and isinstance(choices, list) and isinstance(choices[0], dict):
+            self._choice(choices[0], now)
+        elif event.get("error"):
+            _raise_error(event)
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+        if self.response_id is None and isinstance(event.get("id"), str):
+            self.response_id = event["id"]
+        if self.model is None and isinstance(event.get("model"), str):
+            self.model = event["model"]
+
+    def _choice(self, choice: dict[str, Any], now: float) -> None:
+        self.choice_chunks += 1
+        delta = choice.get("delta")
+        text = False
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            if isinstance(content, str):
+                if content:
+                    self.content.append(content)
+                    self.content_seen = text = True
+                elif "role" not in delta:
+                    self.content_seen = True
+            thinking = delta.get("reasoning_content")
+            if isinstance(thinking, str):
+                if self.reasoning_content is None:
+                    self.reasoning_content = []
+                self.reasoning_content.append(thinking)
+                text = text or bool(thinking)
+            thinking = delta.get("reasoning")
+            if isinstance(thinking, str):
+                if self.reasoning is None:
+                    self.reasoning = []
+                self.reasoning.append(thinking)
+                text = text or bool(thinking)
+        if text:
+            if self.first_text is None:
+                self.first_text = now
+            else:
+                self.gaps_ms.append((now - self.last_text) * 1000.0)
+            self.last_text = now
+            self.text_chunks += 1
+        reason = choice.get("finish_reason")
+        if reason is not None:
+            self.finish_reason = reason
+
+    def joined(self) -> tuple[str | None, str | None, str | None]:
+        """``content``, ``reasoning_content``, ``reasoning`` as a non-streamed answer has them."""
+        content = "".join(self.content) if self.content_seen else None
+        thinking = None if self.reasoning_content is None else "".join(self.reasoning_content)
+        reasoning = None if self.reasoning is None else "".join(self.reasoning)
+        return content, thinking, reasoning
+
+
+def _raise_error(event: Mapping[str, Any]) -> None:
+    inner = event.get("error")
+    payload = inner if isinstance(inner, Mapping) else event
+    message = payload.get("message")
+    text = message if isinstance(message, str) and message else str(inner)[:500]
+    code = payload.get("code")
+    status = code if isinstance(code, int) and not isinstance(code, bool) else None
+    raise StreamErrorEvent(text, status)

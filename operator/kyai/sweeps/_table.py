@@ -1,0 +1,283 @@
+"""The sweep's table: one row per cell, ranked within its Snapshot and comparison key.
+
+Figures come from each run's status through the leaderboard's reader
+(:func:`kyai.leaderboard.entry_from_run`), so a sweep ranks its runs exactly as ``kyai
+leaderboard`` does:
+
+- ``interval``: the run's ``status.avgScoreInterval`` when it has one, else
+  :func:`kyai.stats.score_interval` of ``status.scores`` (Wilson for 0/1 scores, else t; 95 %);
+- ``rank``: :func:`kyai.stats.ranks` over the succeeded cells of the same Snapshot and
+  comparison key that have per-question scores (paired tests, Holm over all pairs at 0.05;
+  ``1 +`` the cells significantly better, so cells no test separates share a rank), computed
+  from remembered pairwise comparisons (:mod:`kyai.sweeps._memo`: the same figures);
+- with ``spec.baseline``: ``delta``, ``pValue``, ``test`` and ``nonInferior`` from
+  :func:`kyai.stats.compare` (baseline cell's scores, the row's scores, the margin), against
+  the baseline cell of the same Snapshot and comparison key; ``delta`` is the difference of
+  the avgScores when per-question scores are missing (then no p-value);
+- ``pareto``: :func:`kyai.leaderboard.pareto_front` of the same group (score up, TTFT p50
+  down);
+- ``best``: once every cell ended, the (workload, engine-args set) pairs ranked 1 on every
+  Snapshot of the sweep.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kyai.api.evaluationsweep import (
+    EvaluationSweepSpec,
+    SweepChoice,
+    SweepInterval,
+    SweepPareto,
+    SweepRow,
+)
+from kyai.leaderboard import NO_SCORES, Entry, entry_from_run, pareto_front
+from kyai.stats import Interval, StatsError
+from kyai.sweeps._cells import Cell, Expansion
+from kyai.sweeps._memo import comparison, interval, tie_aware_ranks
+from kyai.sweeps._schedule import CellState, run_phase
+
+#: The phase of a row whose cell has no run yet.
+QUEUED = "Queued"
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A row being built: the cell, its index, its run's entry (if succeeded)."""
+
+    index: int
+    state: CellState
+    entry: Entry | None
+
+    @property
+    def cell(self) -> Cell:
+        return self.state.cell
+
+
+@dataclass(frozen=True)
+class Table:
+    """The rows in table order, the best pairs and the Pareto fronts."""
+
+    rows: tuple[SweepRow, ...]
+    best: tuple[SweepChoice, ...] | None
+    pareto: tuple[SweepPareto, ...]
+
+
+def _interval(entry: Entry) -> tuple[Interval | None, str | None]:
+    if entry.stored_interval is not None:
+        return entry.stored_interval, None
+    if entry.scores is None:
+        return None, NO_SCORES
+    try:
+        return interval(entry.scores), None
+    except StatsError as exc:
+        return None, f"no interval: {exc}"
+
+
+def _ranks(vectors: Sequence[Sequence[float]]) -> tuple[int, ...] | str:
+    """The tie-aware ranks of one group, or why there is none."""
+    try:
+        return tuple(tie_aware_ranks(vectors))
+    except StatsError as exc:
+        return f"no rank: {exc}"
+
+
+def _notes(*parts: str | None) -> str | None:
+    kept = [part for part in parts if part]
+    return "; ".join(kept) if kept else None
+
+
+def _base_row(row: _Row) -> SweepRow:
+    """The row's own figures (no rank, baseline or Pareto yet)."""
+    state, entry, cell = row.state, row.entry, row.cell
+    run = state.run
+    phase = QUEUED if run is None else (run_phase(run) or "Pending")
+    figures: dict[str, object] = {}
+    note = None
+    if entry is not None:
+        bounds, note = _interval(entry)
+        figures = {
+            "avg_score": entry.avg_score,
+            "comparison_key": entry.comparison_key,
+            "ttft_p50_ms": entry.ttft_p50_ms,
+            "output_tokens_per_second": entry.output_tokens_per_second,
+            "interval": None
+            if bounds is None
+            else SweepInterval(
+                low=bounds.low, high=bounds.high, method=bounds.method, confidence=bounds.confidence
+            ),
+        }
+    return SweepRow.model_validate(
+        {
+            "cell": cell.hash,
+            "workload": cell.workload,
+            "engine_args_set": cell.engine_args_set,
+            "snapshot": cell.snapshot,
+            "run": None if run is None else str((run.get("metadata") or {}).get("name", "")),
+            "phase": phase,
+            "note": _notes(cell.note, note),
+            **figures,
+        }
+    )
+
+
+def _groups(rows: Sequence[_Row]) -> dict[tuple[str, str], list[_Row]]:
+    """Succeeded rows by (snapshot, comparison key)."""
+    groups: dict[tuple[str, str], list[_Row]] = {}
+    for row in rows:
+        if row.entry is not None:
+            groups.setdefault((row.cell.snapshot, row.entry.comparison_key), []).append(row)
+    return groups
+
+
+def _rank_group(members: list[_Row], out: dict[int, SweepRow]) -> None:
+    """Ranks and Pareto flags of one group, into ``out`` (by row index)."""
+    scored = [row for row in members if row.entry is not None and row.entry.scores is not None]
+    found = _ranks([row.entry.scores or () for row in scored if row.entry is not None])
+    for position, row in enumerate(scored):
+        current = out[row.index]
+        if isinstance(found, str):
+            out[row.index] = current.model_copy(update={"note": _notes(current.note, found)})
+        else:
+            out[row.index] = current.model_copy(update={"rank": found[position]})
+    for row in members:
+        if row.entry is not None and row.entry.scores is None:
+            current = out[row.index]
+            if NO_SCORES not in (current.note or ""):
+                note = _notes(current.note, f"no rank: {NO_SCORES}")
+                out[row.index] = current.model_copy(update={"note": note})
+    flags = pareto_front([row.entry for row in members if row.entry is not None])
+    for row, flag in zip(members, flags, strict=True):
+        out[row.index] = out[row.index].model_copy(update={"pareto": flag})
+
+
+def _baseline_of(
+    spec: EvaluationSweepSpec, cell: Cell, cells: Mapping[tuple[str, str | None, str], Cell]
+) -> Cell | None:
+    """The baseline cell of ``cell``'s Snapshot (see :class:`SweepBaseline`)."""
+    baseline = spec.baseline
+    if baseline is None:
+        return None
+    workload = baseline.workload or cell.workload
+    if baseline.engine_args_set is not None:
+        return cells.get((workload, baseline.engine_args_set, cell.snapshot))
+    on_snapshot = [c for key, c in cells.items() if key[0] == workload and key[2] == cell.snapshot]
+    if len(on_snapshot) == 1:
+        return on_snapshot[0]
+    return cells.get((workload, cell.engine_args_set, cell.snapshot))
+
+
+def _compare_row(
+    spec: EvaluationSweepSpec, row: _Row, base: _Row | None, current: SweepRow
+) -> SweepRow:
+    """The row with its delta, p-value and non-inferiority against ``base``."""
+    if base is not None and base.index == row.index:
+        return current.model_copy(update={"baseline": True})
+    entry = row.entry
+    if entry is None:
+        return current
+    if base is None:
+        return current.model_copy(update={"note": _notes(current.note, "no baseline cell")})
+    reference = base.entry
+    if reference is None:
+        return current.model_copy(
+            update={"note": _notes(current.note, "the baseline cell has no score (yet)")}
+        )
+    if reference.comparison_key != entry.comparison_key:
+        note = "the baseline cell has another comparison key: no delta"
+        return current.model_copy(update={"note": _notes(current.note, note)})
+    update: dict[str, object] = {"delta": entry.avg_score - reference.avg_score}
+    if entry.scores is not None and reference.scores is not None:
+        try:
+            result = comparison(reference.scores, entry.scores, margin=spec.non_inferiority_margin)
+        except StatsError as exc:
+            update["note"] = _notes(current.note, f"no paired test: {exc}")
+        else:
+            update |= {
+                "delta": result.mean_difference,
+                "p_value": result.p_value,
+                "test": result.test,
+                "non_inferior": result.non_inferior,
+            }
+    else:
+        update["note"] = _notes(current.note, f"no paired test: {NO_SCORES}")
+    return current.model_copy(update=update)
+
+
+def _sort_key(snapshots: Mapping[str, int], row: _Row, out: SweepRow) -> tuple[float, ...]:
+    latency = row.entry.avg_latency_ms if row.entry is not None else None
+    return (
+        snapshots.get(row.cell.snapshot, len(snapshots)),
+        math.inf if out.rank is None else out.rank,
+        math.inf if out.avg_score is None else -out.avg_score,
+        math.inf if latency is None else latency,
+        row.index,
+    )
+
+
+def _best(
+    expansion: Expansion, rows: Sequence[SweepRow], choices: Sequence[tuple[str, str | None]]
+) -> tuple[SweepChoice, ...]:
+    """The pairs ranked 1 on every Snapshot of the sweep."""
+    first = {(row.workload, row.engine_args_set, row.snapshot) for row in rows if row.rank == 1}
+    return tuple(
+        SweepChoice(workload=workload, engine_args_set=engine_args_set)
+        for workload, engine_args_set in choices
+        if expansion.snapshots
+        and all((workload, engine_args_set, snap) in first for snap in expansion.snapshots)
+    )
+
+
+def _fronts(
+    groups: Mapping[tuple[str, str], list[_Row]], out: Mapping[int, SweepRow]
+) -> tuple[SweepPareto, ...]:
+    fronts = []
+    for (snapshot, key), members in groups.items():
+        flags = [out[row.index].pareto for row in members]
+        if all(flag is None for flag in flags):
+            continue
+        front = [
+            SweepChoice(workload=row.cell.workload, engine_args_set=row.cell.engine_args_set)
+            for row, flag in zip(members, flags, strict=True)
+            if flag
+        ]
+        fronts.append(SweepPareto(snapshot=snapshot, comparison_key=key, front=front))
+    return tuple(fronts)
+
+
+def build_table(
+    spec: EvaluationSweepSpec,
+    expansion: Expansion,
+    states: Sequence[CellState],
+    *,
+    final: bool,
+) -> Table:
+    """The table of the cells' runs (``states``: :func:`kyai.sweeps.cell_states`).
+
+    ``final``: every cell ended, so ``best`` is decided (None before).
+    """
+    rows = [
+        _Row(index, state, entry_from_run(state.run) if state.state == "succeeded" and
+             state.run is not None else None)
+        for index, state in enumerate(states)
+    ]  # fmt: skip
+    out = {row.index: _base_row(row) for row in rows}
+    groups = _groups(rows)
+    for members in groups.values():
+        _rank_group(members, out)
+    if spec.baseline is not None:
+        cells = {(r.cell.workload, r.cell.engine_args_set, r.cell.snapshot): r.cell for r in rows}
+        by_hash = {row.cell.hash: row for row in rows}
+        for row in rows:
+            base = _baseline_of(spec, row.cell, cells)
+            out[row.index] = _compare_row(
+                spec, row, None if base is None else by_hash[base.hash], out[row.index]
+            )
+    snapshots = {name: index for index, name in enumerate(expansion.snapshots)}
+    ordered = sorted(rows, key=lambda row: _sort_key(snapshots, row, out[row.index]))
+    table_rows = tuple(out[row.index] for row in ordered)
+    choices = list(dict.fromkeys(row.cell.choice for row in rows))
+    best = _best(expansion, table_rows, choices) if final else None
+    return Table(rows=table_rows, best=best, pareto=_fronts(groups, out))

@@ -1,0 +1,249 @@
+"""``kyai compare BASELINE CANDIDATE`` on run directories written by the test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats as sp
+
+from kyai.cli import main
+
+
+def right_on(rows: set[int], n: int = 100) -> list[float]:
+    return [1.0 if i in rows else 0.0 for i in range(n)]
+
+
+def run_dir(
+    root: Path, name: str, scores: list[float], *, key: str = "key-a",
+    row_ids: list[str] | None = None, judges: str | None = None, **extra: Any,
+) -> Path:  # fmt: skip
+    folder = root / name
+    folder.mkdir(parents=True)
+    summary: dict[str, Any] = {
+        "comparison_key": key, "dataset": "capitals", "dataset_sha256": "sha-1",
+        "candidate_model": f"model-{name}", "count": len(scores), "scores": scores,
+        "avg_score": round(sum(scores) / len(scores), 6), **extra,
+    }  # fmt: skip
+    ids = row_ids if row_ids is not None else [f"q{i}" for i in range(len(scores))]
+    log = "".join(
+        json.dumps({"row_index": i, "row_id": row_id, "score": score}) + "\n"
+        for i, (row_id, score) in enumerate(zip(ids, scores, strict=True))
+    )
+    if judges is None:
+        (folder / "judgements.jsonl").write_text(log)
+    else:  # several judges: the first one's judgements under judges/<name>/
+        summary["judges"] = [{"name": judges}, {"name": "second"}]
+        (folder / "judges" / judges).mkdir(parents=True)
+        (folder / "judges" / judges / "judgements.jsonl").write_text(log)
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def compare(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    status = main(["compare", *map(str, args)])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+BASE = right_on(set(range(60)))  # 0.60
+BETTER = right_on(set(range(59)) | set(range(60, 68)))  # 0.67: b = 1, c = 8
+
+
+def test_json_holds_the_issue_keys_with_scipy_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, cand = run_dir(tmp_path, "bf16", BASE), run_dir(tmp_path, "fp8", BETTER)
+    status, out, _ = compare(capsys, base, cand, "-o", "json")
+    assert status == 0
+    data = json.loads(out)
+    assert data["n"] == 100 and data["test"] == "mcnemar-exact"
+    assert data["discordant"] == {"baseline_only": 1, "candidate_only": 8}
+    assert data["p_value"] == sp.binomtest(1, 9, 0.5).pvalue
+    assert data["significant"] is True and data["verdict"] == "better"
+    assert data["mean_difference"] == pytest.approx(0.07)
+    ci = sp.ttest_rel(BETTER, BASE).confidence_interval(0.95)
+    assert (data["interval"]["low"], data["interval"]["high"]) == (
+        pytest.approx(ci.low),
+        pytest.approx(ci.high),
+    )
+    sd = np.std(np.array(BETTER) - np.array(BASE), ddof=1)
+    assert data["standard_error"] == pytest.approx(sd / 10)
+    mde = (sp.norm.ppf(0.975) + sp.norm.ppf(0.8)) * sd / 10
+    assert data["minimum_detectable_effect"] == pytest.approx(mde)
+    assert "non_inferior" not in data
+    assert data["baseline"]["run"] == "bf16" and data["candidate"]["model"] == "model-fp8"
+    wilson = sp.binomtest(60, 100).proportion_ci(0.95, method="wilson")
+    assert data["baseline"]["avg_score_interval"]["low"] == pytest.approx(wilson.low)
+    assert data["comparison_key"] == "key-a"
+
+
+def test_the_table_says_it_in_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, cand = run_dir(tmp_path, "bf16", BASE), run_dir(tmp_path, "fp8", BETTER)
+    status, out, _ = compare(capsys, base, cand)
+    assert status == 0
+    first = out.splitlines()[0]
+    assert first == (
+        "fp8 (model-fp8) is better than bf16 (model-bf16): +7.0 points (95 % CI +1.2 to "
+        "+12.8; McNemar exact p = 0.039) on 100 paired questions."
+    )
+    assert "score interval" in out and "(95 %, wilson)" in out and "8.2 points with 80 %" in out
+    status, out, _ = compare(capsys, cand, base)
+    assert out.startswith("bf16 (model-bf16) is worse than fp8 (model-fp8): -7.0 points")
+    same = run_dir(tmp_path, "again", right_on(set(range(57))))  # 3 rows fewer: p = 0.25
+    status, out, _ = compare(capsys, base, same)
+    assert status == 0
+    assert out.startswith("No detectable difference between again (model-again) and bf16")
+    assert "McNemar exact p = 0.25" in out.splitlines()[0]
+    assert "only a true difference of about" in out.splitlines()[0]
+
+
+def test_non_inferiority_is_a_gate_with_exit_4(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = run_dir(tmp_path, "bf16", right_on(set(range(70))))
+    worse = run_dir(tmp_path, "fp8", right_on(set(range(67))))  # -3 points, CI -6.4 to +0.4
+    status, out, _ = compare(capsys, base, worse, "--non-inferiority", "0.02")
+    assert status == 4
+    assert out.splitlines()[1] == (
+        "fp8 (model-fp8) is NOT shown non-inferior to bf16 (model-bf16) with a margin of 2.0 "
+        "points: the interval's low end -6.4 points is not above -2.0 (exit status 4)."
+    )
+    status, out, _ = compare(capsys, base, worse, "--non-inferiority", "0.07", "-o", "json")
+    data = json.loads(out)
+    assert status == 0 and data["non_inferior"] is True and data["non_inferiority_margin"] == 0.07
+    assert data["interval"]["low"] > -0.07
+    status, out, _ = compare(capsys, base, worse, "--non-inferiority", "0.07")
+    assert status == 0 and "is non-inferior to bf16 (model-bf16) with a margin of 7.0" in out
+
+
+def test_alpha_changes_the_test_and_the_levels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, cand = run_dir(tmp_path, "a", BASE), run_dir(tmp_path, "b", BETTER)
+    status, out, _ = compare(capsys, base, cand, "--alpha", "0.01", "-o", "json")
+    data = json.loads(out)
+    assert (
+        status == 0 and data["confidence"] == 0.99 and data["verdict"] == "no detectable difference"
+    )
+    assert data["baseline"]["avg_score_interval"]["confidence"] == 0.99
+
+
+def test_continuous_scores_use_the_paired_t_test(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(11)
+    base_scores = list(np.round(rng.uniform(size=100), 3))
+    cand_scores = list(
+        np.clip(np.round(np.array(base_scores) + rng.normal(0.03, 0.1, 100), 3), 0, 1)
+    )
+    base, cand = run_dir(tmp_path, "a", base_scores), run_dir(tmp_path, "b", cand_scores)
+    status, out, _ = compare(capsys, base, cand, "-o", "json")
+    data = json.loads(out)
+    assert status == 0 and data["test"] == "paired-t" and data["discordant"] is None
+    assert data["p_value"] == pytest.approx(sp.ttest_rel(cand_scores, base_scores).pvalue)
+    assert data["baseline"]["avg_score_interval"]["method"] == "t"
+
+
+def test_the_first_judge_of_several_gives_the_row_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = run_dir(tmp_path, "a", BASE, judges="llm")
+    ids = [f"q{i}" for i in range(100)]
+    ids[7] = "x"
+    cand = run_dir(tmp_path, "b", BETTER, row_ids=ids, judges="llm")
+    status, _, err = compare(capsys, base, cand)
+    assert status == 2 and "row 7 is row_id 'q7'" in err and "judges/llm/judgements.jsonl" in err
+
+
+@pytest.mark.parametrize(
+    ("candidate", "complaint"),
+    [
+        ({"key": "key-b"}, "the comparison keys differ (baseline "),
+        ({"scores": BETTER[:99]}, "the row counts differ"),
+        ({"dataset_sha256": "sha-2"}, "dataset_sha256 'sha-1' and 'sha-2'"),
+        ({"row_ids": [f"r{i}" for i in range(100)]}, "row 0 is row_id 'q0'"),
+    ],
+)
+def test_runs_that_do_not_answer_the_same_rows_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], candidate: dict[str, Any], complaint: str
+) -> None:
+    base = run_dir(tmp_path, "a", BASE)
+    options = {"scores": BETTER, **candidate}
+    cand = run_dir(tmp_path, "b", options.pop("scores"), **options)
+    status, out, err = compare(capsys, base, cand)
+    assert status == 2 and out == ""
+    assert err.startswith("kyai compare: ") and complaint in err
+    assert str(base) in err and str(cand) in err
+    if "key" in candidate:
+        assert "'key-a' and 'key-b'" in err and "never compared" in err
+
+
+def test_unreadable_runs_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = run_dir(tmp_path, "a", BASE)
+    status, _, err = compare(capsys, base, tmp_path / "nope")
+    assert status == 2 and "nope: no such file or directory" in err
+    (tmp_path / "empty").mkdir()
+    status, _, err = compare(capsys, base, tmp_path / "empty")
+    assert status == 2 and "no summary.json" in err
+    old = run_dir(tmp_path, "old", BASE)
+    summary = json.loads((old / "summary.json").read_text())
+    del summary["scores"]
+    (old / "summary.json").write_text(json.dumps(summary))
+    status, _, err = compare(capsys, base, old)
+    assert status == 2 and "no per-question 'scores'" in err
+    broken = run_dir(tmp_path, "broken", BASE)
+    (broken / "judgements.jsonl").write_text('{"row_index": 0, "row_id": "q0"}\n{oops\n')
+    status, _, err = compare(capsys, base, broken)
+    assert status == 2 and "judgements.jsonl, line 2: not JSON" in err
+    short = run_dir(tmp_path, "short", BASE)
+    (short / "judgements.jsonl").write_text('{"row_index": 0, "row_id": "q0"}\n')
+    status, _, err = compare(capsys, base, short)
+    assert status == 2 and "missing row_index [1, 2, 3, 4, 5]" in err
+    one = run_dir(tmp_path, "one", [1.0])
+    status, _, err = compare(capsys, one, one)
+    assert status == 2 and "needs at least 2" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "flag"),
+    [(["--alpha", "0"], "--alpha"), (["--alpha", "x"], "--alpha"),
+     (["--non-inferiority", "-0.1"], "--non-inferiority"), (["--non-inferiority", "2"],
+      "--non-inferiority")],
+)  # fmt: skip
+def test_bad_flags_exit_2_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], flag: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["compare", str(tmp_path), str(tmp_path), *flags])
+    assert exited.value.code == 2 and flag in capsys.readouterr().err
+
+
+def test_a_summary_json_path_works_as_its_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, cand = run_dir(tmp_path, "a", BASE), run_dir(tmp_path, "b", BETTER)
+    status, out, _ = compare(capsys, base / "summary.json", cand, "-o", "json")
+    assert status == 0 and json.loads(out)["baseline"]["run"] == "a"
+
+
+def test_two_50000_row_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(5)
+    n = 50_000
+    base = (rng.uniform(size=n) < 0.7).astype(float)
+    cand = np.where(rng.uniform(size=n) < 0.95, base, 1.0 - base)
+    a, b = run_dir(tmp_path, "a", list(base)), run_dir(tmp_path, "b", list(cand))
+    status, out, _ = compare(capsys, a, b, "-o", "json")
+    data = json.loads(out)
+    bb = int(((base == 1) & (cand == 0)).sum())
+    cc = int(((base == 0) & (cand == 1)).sum())
+    assert status == 0 and data["n"] == n
+    assert data["discordant"] == {"baseline_only": bb, "candidate_only": cc}
+    assert data["p_value"] == pytest.approx(sp.binomtest(min(bb, cc), bb + cc, 0.5).pvalue)

@@ -1,0 +1,105 @@
+"""``python -m kyai_testing.engines <engine command line>``: run the engine's stand-in.
+
+Exits 0 on SIGTERM or SIGINT, with the engine's own status (2 for argparse and click usage
+errors, 1 for its ValueErrors) when the command line is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from kyai_testing._model import DEFAULT_CONTENT, DoubleConfigError, Rule
+from kyai_testing.engines import (
+    ENV_ANSWER,
+    ENV_REASONING,
+    ENV_RULES,
+    StandinServer,
+    StandinUsageError,
+    load_seconds,
+    standin_for,
+)
+from kyai_testing.engines._common import DEFAULT_REASONING, pacing
+from kyai_testing.llm_double import rules_from_json
+
+
+def _rules(environ: Mapping[str, str]) -> list[Rule]:
+    path = environ.get(ENV_RULES, "").strip()
+    if not path:
+        return []
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return rules_from_json(data)
+    except (OSError, ValueError, TypeError) as exc:
+        raise StandinUsageError(f"kyai_testing.engines: {ENV_RULES}={path}: {exc}\n", 2) from None
+
+
+def build(argv: Sequence[str], environ: Mapping[str, str]) -> StandinServer:
+    """The stand-in server an engine command line and the environment describe."""
+    standin = standin_for(argv)
+    config = standin.parse(argv, environ)
+    ttft_s, token_s = pacing(environ)
+    return StandinServer(
+        standin,
+        config,
+        load_seconds=load_seconds(environ),
+        rules=_rules(environ),
+        answer=environ.get(ENV_ANSWER) or DEFAULT_CONTENT,
+        reasoning=environ.get(ENV_REASONING) or DEFAULT_REASONING,
+        host=config.bind_host(environ),
+        ttft_s=ttft_s,
+        token_s=token_s,
+    )
+
+
+async def _serve(server: StandinServer) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await server.start()
+    config = server.config
+    print(
+        f"kyai stand-in for {config.engine} {config.version}: serving {config.model!r} as "
+        f"{', '.join(config.served_names)} on {server.url} (context window "
+        f"{config.max_model_len} from {config.window_source}; loading for "
+        f"{server.load_seconds:g} s)",
+        flush=True,
+    )
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+    print(f"kyai stand-in for {config.engine}: stopped", flush=True)
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """Run the stand-in of the engine command line ``argv`` until SIGTERM or SIGINT."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    env = os.environ if environ is None else environ
+    try:
+        server = build(args, env)
+    except StandinUsageError as exc:
+        sys.stderr.write(exc.output)
+        return exc.exit_code
+    except DoubleConfigError as exc:
+        print(f"kyai_testing.engines: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve(server))
+    except OSError as exc:
+        print(
+            f"kyai_testing.engines: cannot listen on {server.host}:{server.config.port}: {exc}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
