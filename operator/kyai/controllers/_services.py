@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import kopf
 
+from kyai.controllers._events import EventRecorder
 from kyai.controllers._kube import KubeClient
 from kyai.metrics import RunMetrics
 from kyai.settings import OperatorSettings
@@ -136,6 +137,11 @@ class Services:
     _references_of: Callable[[Mapping[str, Any]], Iterable[Hashable]] | None = None
     _waits: dict[tuple[str, Hashable], set[Key]] = field(default_factory=dict)
     _waits_of: dict[Key, tuple[tuple[Any, Any], tuple[Hashable, ...]]] = field(default_factory=dict)
+    events: EventRecorder = field(init=False)
+    """Kubernetes Events about the operator's objects, posted in the background."""
+
+    def __post_init__(self) -> None:
+        self.events = EventRecorder(self.kube)
 
     @property
     def slots(self) -> Slots:
@@ -307,9 +313,3 @@ def services(memo: kopf.Memo) -> Services:
     value: Any = memo["services"]
     assert isinstance(value, Services)
     return value
-
-
-def post_event(body: Any, *, type_: str, reason: str, message: str) -> None:
-    """A Kubernetes Event about ``body`` (best effort: never fails a reconcile)."""
-    with contextlib.suppress(Exception):
-        kopf.event(body, type=type_, reason=reason, message=message)

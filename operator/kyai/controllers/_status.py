@@ -16,7 +16,7 @@ from kyai.api import Condition, StatusBase, status_patch
 from kyai.builders import spec_hash
 from kyai.controllers import _conditions as c
 from kyai.controllers._conditions import Change
-from kyai.controllers._services import Services, post_event
+from kyai.controllers._services import Services
 
 __all__ = ["Change", "StatusWriter", "spec_changed"]
 
@@ -150,7 +150,7 @@ class StatusWriter:
 
     def event(self, type_: str, reason: str, message: str) -> None:
         """A Kubernetes Event about the object (best effort)."""
-        post_event(self.body, type_=type_, reason=reason, message=message)
+        self.svc.events.record(self.body, type_, reason, message)
 
     async def note_spec_change(self, message: str) -> None:
         """Degraded/SpecImmutable with ``message`` and a Warning event, once."""

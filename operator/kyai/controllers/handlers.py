@@ -170,6 +170,7 @@ def _register_lifecycle(registry: kopf.OperatorRegistry) -> None:
             with contextlib.suppress(asyncio.CancelledError):
                 await resync
         if "services" in memo:
+            await services(memo).events.aclose()
             await services(memo).kube.aclose()
 
 
