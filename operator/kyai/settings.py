@@ -114,8 +114,12 @@ class OperatorSettings(BaseModel):
     """The longest wait between two tries of a Snapshot's unavailable source."""
     run_resync_seconds: float = Field(default=20.0, gt=0)
     """How often the unfinished runs are looked at whatever happens (one loop for all runs,
-    two LISTs a tick): a safety net for lost events, waits and deadlines. Job and run events,
-    and the times a reconcile asks to be looked at again, move runs on before it."""
+    from the watch cache; a LIST only of the current Jobs of runs in a Job's phase): a safety
+    net for lost events, waits and deadlines. Job and run events, and the times a reconcile
+    asks to be looked at again, move runs on before it."""
+    run_relist_seconds: float = Field(default=300.0, gt=0)
+    """How often that resync LISTs every run from the API server first (as an informer
+    relists): a run whose watch events never reached the operator is found within this."""
     api_retry_seconds: float = Field(default=5.0, gt=0)
     """Wait before a run is looked at again after an API call of its reconcile failed
     (a timeout, a 5xx, a 403)."""

@@ -207,6 +207,9 @@ def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSetti
         "workloads",
         id="workload-poll",
         interval=settings.workload_poll_seconds,
+        # Not at once: the create/resume handler has just looked (at 1,000 new Workloads the
+        # first tick doubled their reconciles, /v1/models probes included).
+        initial_delay=settings.workload_poll_seconds,
         when=_workload_not_ready,
         registry=registry,
     )

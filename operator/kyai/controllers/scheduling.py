@@ -7,8 +7,9 @@
 - **Requeues** (:meth:`Scheduler.requeue`): a reconcile returns when it wants another look
   (:class:`~kyai.controllers._result.Result`, as controller-runtime's ``RequeueAfter``); a
   failed API call asks for one ``api_retry_seconds`` later.
-- **The resync** (:meth:`Scheduler.resync_forever`): every ``run_resync_seconds``, two LISTs,
-  and a look at each run the ordered :data:`RESYNC_POLICIES` pick (as cert-manager's trigger
+- **The resync** (:meth:`Scheduler.resync_forever`): every ``run_resync_seconds``, from the
+  watch cache (no LIST of the runs; the current Jobs of the runs in a Job's phase only), a look
+  at each run the ordered :data:`RESYNC_POLICIES` pick (as cert-manager's trigger
   policies: small named functions read top to bottom, the first that decides wins).
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kyai.api import RunStatusHead
+from kyai.builders import label_value
 from kyai.constants import LABEL_RUN
 from kyai.controllers import _conditions as c
 from kyai.controllers._inuse import references, release_references
@@ -38,6 +40,10 @@ from kyai.controllers.runkind import Reference
 from kyai.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
+
+#: Runs whose current Jobs one LIST of the resync selects (``kyai.io/run in (...)``): a label
+#: value is at most 63 characters, so a request's query stays under 8 KiB.
+JOBS_PER_LIST = 100
 
 #: Kinds whose readiness wakes the runs waiting for them: Ready, or (a run) finished.
 WAKING = {"Workload": ("Ready",), "Snapshot": ("Ready",), KIND: ("Succeeded", "Failed")}
@@ -351,71 +357,88 @@ class Scheduler:
 
     # the resync
 
-    async def resync_once(self) -> int:
+    async def resync_once(self, *, relist: bool = False) -> int:
         """One look at every unfinished run the operator watches; how many were reconciled.
 
-        Per namespace scope, a paged LIST of the runs (only the unfinished ones are kept:
-        after a burst of 10,000, a handful) and, only when one of them is in a Job's phase,
-        a paged LIST of the run Jobs keeping only the current Jobs of those runs. Then a
-        reconcile of only the runs the :data:`RESYNC_POLICIES` pick. The cost of a pass
-        still grows with the runs and Jobs listed (parsing them), but its memory and its
-        work after the LIST grow only with the unfinished runs, and a namespace with no run
-        in a Job's phase is not sent its Jobs at all.
+        As controller-runtime's periodic resync replays its informer's cache, not the API
+        server: the runs are the unfinished ones the watch last delivered (the services'
+        cache: :meth:`Services.remember` keeps exactly those), so a pass costs nothing per
+        finished run (at 10,000 runs, a LIST of them every tick cost the operator and the API
+        server more than the runs' own work). Only for runs in a Job's phase are their
+        current Jobs read, by a LIST selecting those runs' label values
+        (``kyai.io/run in (...)``, :data:`JOBS_PER_LIST` a request), never every run Job.
+        Then a reconcile of only the runs the :data:`RESYNC_POLICIES` pick.
+
+        With ``relist`` (every ``run_relist_seconds``: :meth:`resync_forever`), the runs are
+        first LISTed from the API server into the cache, as an informer relists: a run whose
+        watch events never reached the operator is found too.
         """
+        if relist:
+            await self._relist_runs()
+        runs = self._unfinished_runs()
+        jobs = await self._current_jobs(runs)
+        now = datetime.now(UTC)
+        looked = 0
+        for run in runs:
+            namespace = str(run["metadata"]["namespace"])
+            looked += await self._resync(run, jobs.get(namespace, {}), now)
+        return looked
+
+    async def _relist_runs(self) -> None:
+        """LIST the runs (paged) into the cache; what the cache knows newer is kept."""
         patterns = self.svc.settings.namespaces
         plain = all(not any(ch in ns for ch in "*?[!") for ns in patterns)
         scopes: list[str | None] = list(patterns) if patterns and plain else [None]
-        looked = 0
         for scope in scopes:
-            runs = await self._unfinished_runs(scope, None if plain else patterns)
-            jobs = await self._current_jobs(scope, runs)
-            now = datetime.now(UTC)
-            for run in runs:
-                namespace = str(run["metadata"]["namespace"])
-                looked += await self._resync(run, jobs.get(namespace, {}), now)
-        return looked
+            async for page in self.svc.kube.pages(KIND, scope):
+                for run in page:
+                    namespace = str((run.get("metadata") or {}).get("namespace"))
+                    if plain or any(fnmatch.fnmatch(namespace, p) for p in patterns):
+                        run.setdefault("kind", KIND)  # a LIST's items carry no kind
+                        self.svc.remember(run)
 
-    async def _unfinished_runs(
-        self, scope: str | None, patterns: tuple[str, ...] | None
-    ) -> list[dict[str, Any]]:
-        """The runs of ``scope`` neither finished nor being deleted (as the first policy).
-
-        Read from the raw phase, not parsed (most runs listed are finished); of the
-        namespaces ``patterns`` match (None: every one listed).
-        """
-        kept: list[dict[str, Any]] = []
-        async for page in self.svc.kube.pages(KIND, scope):
-            for run in page:
-                meta = run.get("metadata") or {}
-                phase = (run.get("status") or {}).get("phase")
-                if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
-                    continue
-                namespace = str(meta.get("namespace"))
-                if patterns and not any(fnmatch.fnmatch(namespace, p) for p in patterns):
-                    continue
-                kept.append(run)
+    def _unfinished_runs(self) -> list[Mapping[str, Any]]:
+        """The cached runs neither finished nor being deleted (as the first policy)."""
+        kept: list[Mapping[str, Any]] = []
+        for (kind, _, _), run in list(self.svc.seen.items()):
+            if kind != KIND:
+                continue
+            phase = (run.get("status") or {}).get("phase")
+            if phase in ("Succeeded", "Failed") or (run.get("metadata") or {}).get(
+                "deletionTimestamp"
+            ):
+                continue
+            kept.append(run)
         return kept
 
     async def _current_jobs(
-        self, scope: str | None, runs: list[dict[str, Any]]
+        self, runs: list[Mapping[str, Any]]
     ) -> dict[str, dict[str, Mapping[str, Any]]]:
         """The current Jobs of ``runs`` (by namespace, then name) as listed now.
 
-        No LIST when none of them is in a Job's phase.
+        One LIST per namespace and :data:`JOBS_PER_LIST` runs in a Job's phase, selecting
+        their label values; none when no run is in a Job's phase.
         """
-        wanted: set[tuple[str, str]] = set()
+        wanted: dict[str, dict[str, str]] = {}  # namespace -> label value -> current Job
         for run in runs:
             current = _head(run).current_job()
             if current is not None:
-                wanted.add((str(run["metadata"]["namespace"]), current))
+                meta = run["metadata"]
+                wanted.setdefault(str(meta["namespace"]), {})[label_value(str(meta["name"]))] = (
+                    current
+                )
         jobs: dict[str, dict[str, Mapping[str, Any]]] = {}
-        if not wanted:
-            return jobs
-        async for page in self.svc.kube.pages("Job", scope, label_selector=LABEL_RUN):
-            for job in page:
-                meta = job["metadata"]
-                if (meta["namespace"], meta["name"]) in wanted:
-                    jobs.setdefault(meta["namespace"], {})[meta["name"]] = job
+        for namespace, by_label in wanted.items():
+            names = set(by_label.values())
+            values = sorted(by_label)
+            for start in range(0, len(values), JOBS_PER_LIST):
+                chosen = ",".join(values[start : start + JOBS_PER_LIST])
+                selector = f"{LABEL_RUN} in ({chosen})"
+                async for page in self.svc.kube.pages("Job", namespace, label_selector=selector):
+                    for job in page:
+                        name = job["metadata"]["name"]
+                        if name in names:
+                            jobs.setdefault(namespace, {})[name] = job
         return jobs
 
     async def _resync(
@@ -442,13 +465,21 @@ class Scheduler:
     async def resync_forever(self) -> None:
         """:meth:`resync_once` every ``run_resync_seconds``, the first that long after start.
 
+        With a LIST of the runs (``relist``) once ``run_relist_seconds`` have passed since the
+        last (the first: at start, kopf's own listing).
+
         (The create events come first.) An error is logged and the next tick tries again.
         """
         interval = self.svc.settings.run_resync_seconds
+        loop = asyncio.get_running_loop()
+        relisted = loop.time()
         while True:
             await asyncio.sleep(interval)
+            relist = loop.time() - relisted >= self.svc.settings.run_relist_seconds
             try:
-                await self.resync_once()
+                await self.resync_once(relist=relist)
+                if relist:
+                    relisted = loop.time()
             except asyncio.CancelledError:
                 raise
             except Exception:

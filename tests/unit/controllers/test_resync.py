@@ -10,11 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from kyai.builders import evaluation as build
+from kyai.builders import label_value
 from kyai.constants import LABEL_RUN
 from kyai.controllers._result import Result
 from kyai.controllers._services import NEW, NORMAL, URGENT, Slots
 from kyai.controllers.evaluationrun import reconcile_run
-from kyai.controllers.scheduling import RESYNC_POLICIES, Scheduler, needs_resync, resync_verdict
+from kyai.controllers.scheduling import (
+    JOBS_PER_LIST,
+    RESYNC_POLICIES,
+    Scheduler,
+    needs_resync,
+    resync_verdict,
+)
 from kyai.settings import OperatorSettings
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -137,14 +144,14 @@ async def test_one_resync_pass_moves_on_a_run_whose_job_event_was_lost() -> None
     scheduler.close()
 
 
-async def test_a_resync_pass_lists_jobs_only_for_unfinished_runs_in_a_jobs_phase() -> None:
+async def test_a_resync_reads_the_cache_and_lists_only_the_jobs_of_runs_in_a_jobs_phase() -> None:
     svc, kube = world(namespaces=[NS])
     scheduler = Scheduler(svc)
-    listed: list[str] = []
+    listed: list[tuple[str, str | None]] = []
     pages = kube.pages
 
     def counted(kind: str, namespace: str | None, **kwargs: Any) -> Any:
-        listed.append(kind)
+        listed.append((kind, kwargs.get("label_selector")))
         return pages(kind, namespace, **kwargs)
 
     kube.pages = counted  # type: ignore[method-assign]
@@ -153,11 +160,12 @@ async def test_a_resync_pass_lists_jobs_only_for_unfinished_runs_in_a_jobs_phase
         done["metadata"]["name"] = f"done-{index}"
         done["status"] = {"phase": "Succeeded", "generationJob": f"done-{index}-generate"}
         kube.put(done)
+        svc.remember(done)  # as their watch event would: a finished run is not kept
         job = {"kind": "Job", "metadata": {"name": f"done-{index}-generate", "namespace": NS,
                                            "labels": {LABEL_RUN: f"done-{index}"}}}  # fmt: skip
         kube.put(job)
     assert await scheduler.resync_once() == 0
-    assert listed == ["EvaluationRun"]  # no run in a Job's phase: its Jobs are not listed
+    assert listed == []  # no LIST of the runs (the cache), none of Jobs (no run in a Job phase)
     kube.put(run_object())
     assert (await step(svc, kube)).phase == "Generating"
     gen = build.generation_job_name(RUN_NAME)
@@ -165,10 +173,44 @@ async def test_a_resync_pass_lists_jobs_only_for_unfinished_runs_in_a_jobs_phase
         "conditions": [{"type": "Complete", "status": "True"}]
     }
     listed.clear()
-    # Its Job, found among the others (paged), moves it on; the finished runs are left alone.
+    # Its Job, listed by its run's label value alone, moves it on; the finished runs are
+    # not looked at.
     assert await scheduler.resync_once() == 1
-    assert listed == ["EvaluationRun", "Job"]
+    assert listed == [("Job", f"{LABEL_RUN} in ({label_value(RUN_NAME)})")]
     assert kube.objects[("EvaluationRun", NS, RUN_NAME)]["status"]["phase"] == "Judging"
+    scheduler.close()
+
+
+async def test_the_resync_lists_many_runs_jobs_in_chunks_and_skips_runs_it_never_saw() -> None:
+    svc, kube = world(namespaces=[NS])
+    scheduler = Scheduler(svc)
+    selectors: list[str] = []
+    pages = kube.pages
+
+    def counted(kind: str, namespace: str | None, **kwargs: Any) -> Any:
+        selectors.append(kwargs["label_selector"])
+        return pages(kind, namespace, **kwargs)
+
+    kube.pages = counted  # type: ignore[method-assign]
+    names = [f"r{index:03d}" for index in range(JOBS_PER_LIST + 1)]
+    for name in names:
+        running = run_object()
+        running["metadata"]["name"] = name
+        running["metadata"]["resourceVersion"] = "1"
+        running["status"] = {"phase": "Generating", "generationJob": f"{name}-generate"}
+        svc.remember(running)
+    unseen = run_object()  # in the API server only: no watch event delivered it yet
+    unseen["metadata"]["name"] = "unseen"
+    unseen["status"] = {"phase": "Generating", "generationJob": "unseen-generate"}
+    kube.put(unseen)
+    assert scheduler._unfinished_runs() and all(
+        run["metadata"]["name"] != "unseen" for run in scheduler._unfinished_runs()
+    )
+    await scheduler._current_jobs(scheduler._unfinished_runs())
+    assert selectors == [
+        f"{LABEL_RUN} in ({','.join(names[:JOBS_PER_LIST])})",
+        f"{LABEL_RUN} in ({names[-1]})",
+    ]
     scheduler.close()
 
 
@@ -249,3 +291,40 @@ def test_the_resync_policies_decide_top_to_bottom_with_the_timers_of_the_setting
     young = _run(None, created_ago=3)
     assert not needs_resync(young, {}, now=NOW)
     assert needs_resync(young, {}, now=NOW, settings=OperatorSettings(run_first_look_seconds=2))
+
+
+async def test_the_resync_lists_the_runs_from_the_api_server_only_every_relist_interval() -> None:
+    svc, kube = world(namespaces=[NS], run_resync_seconds=0.02, run_relist_seconds=0.1)
+    scheduler = Scheduler(svc)
+    kinds: list[str] = []
+    times: list[float] = []
+    pages = kube.pages
+    loop = asyncio.get_running_loop()
+
+    def counted(kind: str, namespace: str | None, **kwargs: Any) -> Any:
+        kinds.append(kind)
+        times.append(loop.time())
+        return pages(kind, namespace, **kwargs)
+
+    kube.pages = counted  # type: ignore[method-assign]
+    started = loop.time()
+    lost = run_object()  # its watch events never reached the operator: only a LIST finds it
+    lost["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
+    kube.put(lost)
+    forever = asyncio.create_task(scheduler.resync_forever())
+    try:
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if kube.objects[("EvaluationRun", NS, RUN_NAME)].get("status", {}).get("phase"):
+                break
+        first_relist = times[kinds.index("EvaluationRun")] - started
+        await asyncio.sleep(0.25)
+    finally:
+        forever.cancel()
+        await asyncio.gather(forever, return_exceptions=True)
+        scheduler.close()
+    # Found by the first relist (0.1 s in, not by the cache-only ticks before it), then started.
+    assert kube.objects[("EvaluationRun", NS, RUN_NAME)]["status"]["phase"] == "Generating"
+    assert first_relist >= 0.1
+    # Relists stay about 0.1 s apart while the cache-only ticks go on every 0.02 s.
+    assert 2 <= kinds.count("EvaluationRun") <= 5

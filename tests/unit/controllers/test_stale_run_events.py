@@ -69,9 +69,9 @@ async def finished_before_its_events(kube: CountingKube) -> tuple[Scheduler, lis
     kube.put(run_object())
     run = kube.objects[KEY]
     events = [copy.deepcopy(run)]  # ADDED: no status yet
-    assert await scheduler.resync_once() == 0  # created moments ago: its create event's
+    assert await scheduler.resync_once(relist=True) == 0  # created moments ago: its create event's
     run["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"  # that event is late
-    assert await scheduler.resync_once() == 1
+    assert await scheduler.resync_once(relist=True) == 1
     assert run["status"]["phase"] == "Generating"
     events.append(copy.deepcopy(run))
     await scheduler.job_finished(complete(kube, build.generation_job_name(RUN_NAME)), RUN_NAME)

@@ -7,6 +7,7 @@ pods are written as the kubelet writes them (``state.waiting`` / ``state.termina
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,8 +37,14 @@ class MemoryKube:
     def __init__(self, *objects: dict[str, Any]) -> None:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.deleted: list[tuple[str, str]] = []
+        self.events: list[dict[str, Any]] = []  # what the operator's event recorder posted
         for obj in objects:
             self.put(obj)
+
+    async def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> Any:
+        assert (method, path.rsplit("/", 1)[-1]) == ("POST", "events"), (method, path)
+        self.events.append(copy.deepcopy(body))
+        return body
 
     def put(self, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
@@ -53,15 +60,23 @@ class MemoryKube:
     async def list(
         self, kind: str, namespace: str | None, *, label_selector: str | None = None
     ) -> list[dict[str, Any]]:
-        parts = [part for part in (label_selector or "").split(",") if part]
-        wanted = dict(part.split("=", 1) for part in parts if "=" in part)
-        present = [part for part in parts if "=" not in part]  # "key": the label exists
+        # Terms: "key=value", "key" (the label exists) and "key in (a,b)" (one of the values).
+        parts = re.findall(r"[^,(]+\([^)]*\)|[^,]+", label_selector or "")
+        sets = {
+            found.group(1): set(found.group(2).split(","))
+            for found in (re.fullmatch(r"\s*(\S+)\s+in\s+\((.*)\)\s*", p) for p in parts)
+            if found
+        }
+        plain = [part for part in parts if " in " not in part]
+        wanted = dict(part.split("=", 1) for part in plain if "=" in part)
+        present = [part for part in plain if "=" not in part]
         return [
             copy.deepcopy(obj)
             for (k, ns, _), obj in self.objects.items()
             if k == kind and namespace in (None, ns)
             and all(obj["metadata"].get("labels", {}).get(key) == v for key, v in wanted.items())
             and all(key in obj["metadata"].get("labels", {}) for key in present)
+            and all(obj["metadata"].get("labels", {}).get(key) in v for key, v in sets.items())
         ]  # fmt: skip
 
     async def pages(
@@ -278,6 +293,11 @@ async def test_a_pod_that_cannot_start_is_on_the_run_then_fails_it_after_the_dea
     assert reason == c.WORKER_NOT_STARTING
     assert 'ImagePullBackOff: Back-off pulling image "k:1"' in message and "120 s" in message
     assert ("Job", job) in kube.deleted
+    # Each report is an Event too, posted by the operator's recorder (no kopf handler here).
+    await svc.events.aclose()
+    warned = [(e["reason"], e["message"]) for e in kube.events if e["type"] == "Warning"]
+    assert [reason for reason, _ in warned] == [c.WORKER_NOT_STARTING, c.WORKER_NOT_STARTING]
+    assert "CreateContainerConfigError" in warned[0][1] and "ImagePullBackOff" in warned[1][1]
 
 
 async def test_a_failed_job_quotes_the_workers_termination_message() -> None:

@@ -102,6 +102,8 @@ def _json_response(
 
 
 def _error_response(error: StatusError) -> web.Response:
+    # The access log has the code; with --verbose the reason is beside it.
+    logger.debug("answered %d %s: %s", error.code, error.reason, error.message)
     return _json_response(error.status(), status=error.code)
 
 

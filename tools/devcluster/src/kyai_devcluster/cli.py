@@ -135,6 +135,9 @@ def run(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    # cel-python logs every expression it compiles and evaluates at DEBUG (about 1 KB each):
+    # --verbose is about the cluster's requests and controllers, not that.
+    logging.getLogger("celpy").setLevel(logging.WARNING)
     from kyai._loop import loop_factory, tune_collector
 
     tune_collector()
