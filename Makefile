@@ -34,7 +34,7 @@ unit: $(STAMP)
 ## make test: lint, type-check, import layers and the whole test suite (what CI runs), on
 ## PYTEST_WORKERS workers (pytest-xdist; a module's tests stay on one worker, the podman
 ## modules share one; 0: one process). The 15 slowest tests are listed at the end.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 test: lint typecheck layers
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --durations=15
 
