@@ -24,12 +24,17 @@ ONE_WORKER: dict[str, str] = {
     "tests/integration/test_readme.py": "fixed-ports",
 }
 #: The longest modules, run first (in this order, the rest as collected) so that no worker
-#: starts one near the end; the podman modules fourth, once the images built in the
-#: background since the session started are ready (60 to 140 s on two cores).
+#: starts one near the end; the podman modules after six of them, once the images built in
+#: the background since the session started are ready (on a new machine, base image
+#: included, about 200 s beside three workers: fourth in line, the podman worker waited 122 s
+#: for them). Once the images exist the podman group takes about 80 s.
 FIRST: tuple[str, ...] = (
     "tests/system/test_hardening.py",
     "tests/integration/test_lmeval.py",
     "tests/system/test_inuse.py",
+    "tests/system/test_run_kinds.py",
+    "tests/system/test_failure_messages.py",
+    "tests/system/test_comparisons.py",
     "tests/devcluster/test_podman.py",
     "tests/devcluster/test_podman_chart.py",
 )
