@@ -10,7 +10,8 @@ site="$(echo "$venv"/lib/python3*/site-packages)"
 cd "$site"
 # Test suites and C/Cython sources of the dependencies (never imported by them at run time).
 find . -depth -type d \( -name tests -o -name testing_data \) -path '*/sympy/*' -exec rm -rf {} +
-find pandas numpy pyarrow -depth -type d -name tests -exec rm -rf {} + 2>/dev/null || true
+find pandas numpy pyarrow scipy mpmath -depth -type d -name tests -exec rm -rf {} + \
+    2>/dev/null || true
 rm -rf pyarrow/include pyarrow/src
 find pyarrow -name '*.pxd' -delete -o -name '*.pyx' -delete -o -name '*.pxi' -delete
 find . -name '*.pyi' -path '*/numpy/*' -delete

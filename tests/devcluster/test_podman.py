@@ -105,7 +105,9 @@ import pathlib, tempfile
 import pyarrow as pa, pyarrow.parquet as pq
 from kubernetes import client, config
 import math_verify
+from scipy import stats
 from kyai.graders import builtin_grader, write_punkt_tab
+from kyai.stats import compare
 import if_verifiable.ifeval.instructions_registry as registry
 root = pathlib.Path(tempfile.mkdtemp())
 pq.write_table(pa.table({"a": [1, 2, 3]}), root / "x.parquet")
@@ -113,6 +115,10 @@ assert pq.read_table(root / "x.parquet").num_rows == 3
 assert write_punkt_tab(root).is_dir() and len(registry.INSTRUCTION_DICT) == 25
 assert math_verify.verify(math_verify.parse("$1/2$"), math_verify.parse("$0.5$"))
 assert client.CustomObjectsApi and config.load_incluster_config
+assert round(stats.binomtest(3, 9, 0.5).pvalue, 4) == 0.5078
+same = [1.0] * 64 + [0.0] * 27
+paired = compare([1.0] * 6 + [0.0] * 3 + same, [0.0] * 6 + [1.0] * 3 + same)
+assert round(paired.p_value, 4) == 0.5078 and paired.test == "mcnemar-exact"
 print("ok")
 """
 
