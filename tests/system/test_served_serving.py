@@ -8,9 +8,11 @@ after the phase (``--server-metrics``) and counts its GPUs (``--gpus``), and the
 each other on loopback. An SGLang Workload without ``--enable-metrics`` serves no metrics:
 its run has the client's figures only.
 
-The stand-in's first token comes 175 ms after the request: the middle of vLLM's TTFT bucket
-(0.1 s, 0.25 s], where the engine-side p50 (interpolated in the bucket as PromQL's
-``histogram_quantile`` does) is 175 ms when every answer falls in that bucket.
+The stand-in's first token comes 375 ms after the request: the middle of vLLM's TTFT bucket
+(0.25 s, 0.5 s], where the engine-side p50 (interpolated in the bucket as PromQL's
+``histogram_quantile`` does) is 375 ms when every answer falls in that bucket. The client's
+TTFT adds loopback and event-loop time to it: 10 % of 375 ms leaves that 37 ms on a CI
+machine running three test workers (at 175 ms, 10 % was 17 ms, and a loaded run measured 27).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from system.test_operator import snapshot
 
 pytestmark = pytest.mark.timeout(300)
 
-TTFT_MS = 175
+TTFT_MS = 375
 ROWS = [
     {"instruction": f"Capital of country {i}?", "groundTruthResponse": "Paris",
      "externalRowId": f"c{i}"}
