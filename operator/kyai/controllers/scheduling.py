@@ -398,18 +398,15 @@ class Scheduler:
                         self.svc.remember(run)
 
     def _unfinished_runs(self) -> list[Mapping[str, Any]]:
-        """The cached runs neither finished nor being deleted (as the first policy)."""
-        kept: list[Mapping[str, Any]] = []
-        for (kind, _, _), run in list(self.svc.seen.items()):
-            if kind != KIND:
-                continue
-            phase = (run.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed") or (run.get("metadata") or {}).get(
-                "deletionTimestamp"
-            ):
-                continue
-            kept.append(run)
-        return kept
+        """The cached runs not being deleted.
+
+        The cache holds no finished run: :meth:`Services.remember` drops one once it ends.
+        """
+        return [
+            run
+            for (kind, _, _), run in list(self.svc.seen.items())
+            if kind == KIND and not (run.get("metadata") or {}).get("deletionTimestamp")
+        ]
 
     async def _current_jobs(
         self, runs: list[Mapping[str, Any]]

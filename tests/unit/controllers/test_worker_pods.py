@@ -7,7 +7,6 @@ pods are written as the kubelet writes them (``state.waiting`` / ``state.termina
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,6 +21,7 @@ from kyai.controllers._services import Services
 from kyai.controllers.evaluationrun import RunEngine
 from kyai.metrics import RunMetrics
 from kyai.settings import OperatorSettings
+from kyai_devcluster._selectors import parse_label_selector
 
 NS = "team-a"
 RUN_NAME = "r" * 200
@@ -60,23 +60,13 @@ class MemoryKube:
     async def list(
         self, kind: str, namespace: str | None, *, label_selector: str | None = None
     ) -> list[dict[str, Any]]:
-        # Terms: "key=value", "key" (the label exists) and "key in (a,b)" (one of the values).
-        parts = re.findall(r"[^,(]+\([^)]*\)|[^,]+", label_selector or "")
-        sets = {
-            found.group(1): set(found.group(2).split(","))
-            for found in (re.fullmatch(r"\s*(\S+)\s+in\s+\((.*)\)\s*", p) for p in parts)
-            if found
-        }
-        plain = [part for part in parts if " in " not in part]
-        wanted = dict(part.split("=", 1) for part in plain if "=" in part)
-        present = [part for part in plain if "=" not in part]
+        # The devcluster's parser: the API server's selector syntax ("=", "in (...)", ...).
+        selector = parse_label_selector(label_selector)
         return [
             copy.deepcopy(obj)
             for (k, ns, _), obj in self.objects.items()
             if k == kind and namespace in (None, ns)
-            and all(obj["metadata"].get("labels", {}).get(key) == v for key, v in wanted.items())
-            and all(key in obj["metadata"].get("labels", {}) for key in present)
-            and all(obj["metadata"].get("labels", {}).get(key) in v for key, v in sets.items())
+            and selector.matches(obj["metadata"].get("labels") or {})
         ]  # fmt: skip
 
     async def pages(
