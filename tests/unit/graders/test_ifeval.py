@@ -480,3 +480,38 @@ def test_identity_names_checkers_and_their_data() -> None:
 def test_null_arguments_are_missing_arguments_not_random_ones() -> None:
     with pytest.raises(InvalidRowError, match="needs the argument"):
         check_instructions("text", [("keywords:existence", {"keywords": None})], prompt="")
+
+
+def _python(script: str) -> str:
+    """Run ``script`` in a fresh interpreter (its own ``sys.modules``); its standard output."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+def test_the_checkers_load_without_the_packages_dataset_api() -> None:
+    """The product image holds no HF ``datasets``: loading the checkers must not import it."""
+    printed = _python(
+        "import sys\n"
+        "from kyai.graders._ifeval import check_instructions\n"
+        "results = check_instructions('no commas', [('punctuation:no_comma', {})], prompt='')\n"
+        "loaded = [m for m in ('datasets', 'if_verifiable.api') if m in sys.modules]\n"
+        "print(results[0].strict, loaded)\n"
+    )
+    assert printed == "True []"
+
+
+def test_checkers_imported_by_other_code_first_are_used_as_they_are() -> None:
+    """A process that imported ``if_verifiable`` itself keeps its package (API and all)."""
+    printed = _python(
+        "import if_verifiable\n"
+        "from kyai.graders._ifeval import check_instructions\n"
+        "results = check_instructions('a, b', [('punctuation:no_comma', {})], prompt='')\n"
+        "print(results[0].strict, callable(if_verifiable.get_eval_data))\n"
+    )
+    assert printed == "False True"
