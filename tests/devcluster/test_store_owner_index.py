@@ -63,3 +63,50 @@ def test_controlled_objects_are_found_by_their_controller_uid() -> None:
     ]  # fmt: skip
     assert scanned == names
     assert store.controlled(pods, "no-such-uid") == []
+
+
+def _configmap(name: str, *owners: dict[str, Any]) -> dict[str, Any]:
+    refs = [{"apiVersion": "batch/v1", "kind": "Job", "name": o["metadata"]["name"],
+             "uid": o["metadata"]["uid"]} for o in owners]  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "ns", "ownerReferences": refs},
+    }
+
+
+def test_dependents_are_found_by_any_owner_uid_as_references_come_and_go() -> None:
+    """The garbage collector's lookup: every ownerReference, controller or not, any resource."""
+    store = Store()
+    _create(store, "", "namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                      "metadata": {"name": "ns"}})  # fmt: skip
+    first = _create(store, "batch", "jobs", _job("a"))
+    second = _create(store, "batch", "jobs", _job("b"))
+    first_uid, second_uid = first["metadata"]["uid"], second["metadata"]["uid"]
+    _create(store, "", "pods", _pod("a-1", first))
+    _create(store, "", "configmaps", _configmap("both", first, second))
+    _create(store, "", "configmaps", _configmap("only-b", second))
+
+    def names(uid: str) -> list[tuple[str, str]]:
+        return [(gr[1], o["metadata"]["name"]) for gr, o in store.dependents(uid)]
+
+    assert names(first_uid) == [("configmaps", "both"), ("pods", "a-1")]
+    assert names(second_uid) == [("configmaps", "both"), ("configmaps", "only-b")]
+    configmaps = store.type_for("", "configmaps")
+    # A reference dropped by a patch: no longer a dependent of that owner, still of the other.
+    keep = _configmap("x", second)["metadata"]["ownerReferences"]
+    store.patch(configmaps, "ns", "both", "application/merge-patch+json",
+                {"metadata": {"ownerReferences": keep}})  # fmt: skip
+    assert names(first_uid) == [("pods", "a-1")]
+    assert names(second_uid) == [("configmaps", "both"), ("configmaps", "only-b")]
+    store.delete(configmaps, "ns", "only-b")
+    assert names(second_uid) == [("configmaps", "both")]
+    # Same answer as the scan it replaces, over every object of the store.
+    scanned = sorted(
+        (plural, o["metadata"]["name"])
+        for (_, plural), bucket in store._objects.items()
+        for o in bucket.values()
+        if any(r.get("uid") == second_uid for r in o["metadata"].get("ownerReferences") or [])
+    )
+    assert scanned == names(second_uid)
+    assert store.dependents("no-such-uid") == []

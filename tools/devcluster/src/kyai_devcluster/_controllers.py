@@ -213,12 +213,10 @@ class GarbageCollector(Controller):
 
     def _dependents(self, owner_uid: str) -> list[tuple[ResourceType, Obj]]:
         found: list[tuple[ResourceType, Obj]] = []
-        for group_resource, obj in self.store.iter_all():
-            refs = meta(obj).get("ownerReferences") or []
-            if any(ref.get("uid") == owner_uid for ref in refs):
-                rt = self.store.registry.preferred(*group_resource)
-                if rt is not None:
-                    found.append((rt, obj))
+        for group_resource, obj in self.store.dependents(owner_uid):
+            rt = self.store.registry.preferred(*group_resource)
+            if rt is not None:
+                found.append((rt, obj))
         return found
 
     def reconcile(self, key: Hashable) -> None:

@@ -14,7 +14,7 @@ import json
 import secrets
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -65,6 +65,12 @@ def _controller_uid(obj: Obj) -> str | None:
         if ref.get("controller") and ref.get("uid"):
             return str(ref["uid"])
     return None
+
+
+def _owner_uids(obj: Obj) -> set[str]:
+    """The uids of every ownerReference of ``obj`` (controller or not)."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return {str(ref["uid"]) for ref in refs if ref.get("uid")}
 
 
 def meta(obj: Obj) -> Obj:
@@ -160,6 +166,10 @@ class Store:
         #: Keys of the objects that name a controller, by (its uid, their group/resource):
         #: controllers find a Job's pods without scanning every pod (O(n^2) at 2,000 pods).
         self._controlled: dict[tuple[str, tuple[str, str]], set[Key]] = {}
+        #: (group/resource, key) of the objects with an ownerReference to a uid, controller or
+        #: not: the garbage collector finds an owner's dependents without a scan of every
+        #: object (it scanned the whole store once per deleted owner).
+        self._owned: dict[str, set[tuple[tuple[str, str], Key]]] = {}
         self._rv = 1
         self._history: deque[Event] = deque()
         self._history_limit = history_limit
@@ -223,6 +233,7 @@ class Store:
                 self._controlled.setdefault((owner, rt.group_resource), set()).add(key)
         if old is not None and (former := _controller_uid(old)) not in (None, owner):
             self._controlled.get((former, rt.group_resource), set()).discard(key)
+        self._index_owners(rt.group_resource, key, obj, old, removed=kind == "DELETED")
         event = Event(kind, rt.group_resource, obj, old, self._rv)
         self._history.append(event)
         while len(self._history) > self._history_limit:
@@ -236,6 +247,24 @@ class Store:
         for listener in self._listeners:
             listener(event)
         return obj
+
+    def _index_owners(
+        self, group_resource: tuple[str, str], key: Key, obj: Obj, old: Obj | None, *,
+        removed: bool,
+    ) -> None:  # fmt: skip
+        now = set() if removed else _owner_uids(obj)
+        before = _owner_uids(old) if old is not None else set()
+        if removed:
+            before |= _owner_uids(obj)
+        entry = (group_resource, key)
+        for uid in before - now:
+            owned = self._owned.get(uid)
+            if owned is not None:
+                owned.discard(entry)
+                if not owned:
+                    del self._owned[uid]
+        for uid in now:
+            self._owned.setdefault(uid, set()).add(entry)
 
     def _crd_changed(self, crd: Obj, *, removed: bool, old: Obj | None) -> None:
         spec = (old or crd).get("spec") or {}
@@ -282,6 +311,18 @@ class Store:
         bucket = self._bucket(rt)
         found = [(key, bucket.get(key)) for key in sorted(keys)]
         return [obj for _, obj in found if obj is not None and _controller_uid(obj) == uid]
+
+    def dependents(self, uid: str) -> list[tuple[tuple[str, str], Obj]]:
+        """Stored objects (not copies) with an ownerReference to ``uid``, with their group/resource.
+
+        In (group/resource, key) order; an object of a removed CRD is not found.
+        """
+        found = []
+        for group_resource, key in sorted(self._owned.get(uid, ())):
+            obj = self._objects.get(group_resource, {}).get(key)
+            if obj is not None and uid in _owner_uids(obj):  # a removed CRD's objects are gone
+                found.append((group_resource, obj))
+        return found
 
     def _keys(self, rt: ResourceType, namespace: str | None, after: Key | None = None) -> list[Key]:
         """The bucket's keys in order, of ``namespace`` only and after ``after`` only.
@@ -908,9 +949,3 @@ class Store:
     def watch_count(self) -> int:
         """How many watch streams are open."""
         return len(self._watchers)
-
-    def iter_all(self) -> Iterable[tuple[tuple[str, str], Obj]]:
-        """Every stored object with its ``(group, plural)`` (for the garbage collector)."""
-        for group_resource, bucket in list(self._objects.items()):
-            for obj in list(bucket.values()):
-                yield group_resource, obj
