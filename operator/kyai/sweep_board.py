@@ -2,7 +2,7 @@
 
 The rows are the sweep's own (``status.table``, or the whole table from its ConfigMap when
 ``status.tableConfigMap`` names one: more than 64 rows): ranked by the operator with the
-leaderboard's method (:data:`kyai.leaderboard.RANKING_METHOD`) within each Snapshot and
+leaderboard's method (:data:`kyai.ranking.RANKING_METHOD`) within each Snapshot and
 comparison key, so nothing is computed again here. Outputs: ``table`` (kubectl-like
 columns, one block per Snapshot), ``markdown`` (one GitHub table per Snapshot) and ``json``
 (the sweep's phase, cells, best, Pareto fronts and rows, keyed as in the sweep's status).
@@ -126,7 +126,7 @@ def _heading(board: SweepBoard) -> str:
 
 def footer() -> list[str]:
     """What RANK means, under each table."""
-    from kyai.leaderboard import RANKING_METHOD
+    from kyai.ranking import RANKING_METHOD
 
     return [
         f"RANK: within a Snapshot and comparison key, {RANKING_METHOD} (alpha 0.05); "
@@ -170,7 +170,7 @@ def render_markdown(board: SweepBoard) -> str:
 
 def render_json(board: SweepBoard) -> str:
     """The sweep's phase, cells, best, Pareto fronts and every row, keyed as in its status."""
-    from kyai.leaderboard import RANKING_METHOD
+    from kyai.ranking import RANKING_METHOD
 
     status = board.status
     payload = {

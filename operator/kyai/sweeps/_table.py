@@ -1,7 +1,7 @@
 """The sweep's table: one row per cell, ranked within its Snapshot and comparison key.
 
 Figures come from each run's status through the leaderboard's reader
-(:func:`kyai.leaderboard.entry_from_run`), so a sweep ranks its runs exactly as ``kyai
+(:func:`kyai.ranking.entry_from_run`), so a sweep ranks its runs exactly as ``kyai
 leaderboard`` does:
 
 - ``interval``: the run's ``status.avgScoreInterval`` when it has one, else
@@ -14,7 +14,7 @@ leaderboard`` does:
   :func:`kyai.stats.compare` (baseline cell's scores, the row's scores, the margin), against
   the baseline cell of the same Snapshot and comparison key; ``delta`` is the difference of
   the avgScores when per-question scores are missing (then no p-value);
-- ``pareto``: :func:`kyai.leaderboard.pareto_front` of the same group (score up, TTFT p50
+- ``pareto``: :func:`kyai.ranking.pareto_front` of the same group (score up, TTFT p50
   down);
 - ``best``: once every cell ended, the (workload, engine-args set) pairs ranked 1 on every
   Snapshot of the sweep.
@@ -33,7 +33,7 @@ from kyai.api.evaluationsweep import (
     SweepPareto,
     SweepRow,
 )
-from kyai.leaderboard import NO_SCORES, Entry, entry_from_run, pareto_front
+from kyai.ranking import NO_SCORES, Entry, entry_from_run, pareto_front
 from kyai.stats import Interval, StatsError
 from kyai.sweeps._cells import Cell, Expansion
 from kyai.sweeps._memo import comparison, interval, tie_aware_ranks

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from kyai.cli import main
-from kyai.leaderboard import Entry, age, entry_from_run, rank
+from kyai.leaderboard import age
+from kyai.ranking import Entry, entry_from_run, rank
 
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
 

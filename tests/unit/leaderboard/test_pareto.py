@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kyai.cli import main
-from kyai.leaderboard import Entry, pareto_front
+from kyai.ranking import Entry, pareto_front
 
 
 def entry(name: str, score: float, ttft: float | None) -> Entry:

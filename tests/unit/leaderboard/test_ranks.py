@@ -11,14 +11,8 @@ from scipy import stats as sp
 
 from kyai.api import pack_scores
 from kyai.cli import main
-from kyai.leaderboard import (
-    NO_SCORES,
-    Entry,
-    SummaryError,
-    entry_from_run,
-    entry_from_summary,
-    rank,
-)
+from kyai.leaderboard import entry_from_summary
+from kyai.ranking import NO_SCORES, Entry, SummaryError, entry_from_run, rank
 from kyai.stats import Interval, score_interval
 
 

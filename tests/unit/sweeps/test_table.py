@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kyai.api.evaluationsweep import EvaluationSweepSpec
-from kyai.leaderboard import Entry, pareto_front
+from kyai.ranking import Entry, pareto_front
 from kyai.stats import StatsError, compare, ranks, score_interval
 from kyai.sweeps import QUEUED, build_table, cell_states
 from kyai.sweeps._memo import comparison, digest, forget, interval, tie_aware_ranks
