@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from kyai.evaluation._argtypes import positive_int
+
 if TYPE_CHECKING:
     from kyai.evaluation._client import ChatResult
 
@@ -171,16 +173,6 @@ def _metrics_url(text: str) -> str:
     return text.strip()
 
 
-def _gpu_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
-    return value
-
-
 def add_serving_flags(parser: argparse.ArgumentParser) -> None:
     """``--no-stream``, ``--server-metrics`` and ``--gpus`` (``kyai generate`` and ``run``)."""
     group = parser.add_argument_group("serving figures")
@@ -199,7 +191,7 @@ def add_serving_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--gpus",
-        type=_gpu_count,
+        type=positive_int,
         metavar="N",
         help="GPUs serving the candidate: adds gpu_seconds (N x the generation wall time)",
     )

@@ -26,39 +26,10 @@ from kyai._exitcodes import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
 )
+from kyai.evaluation._argtypes import non_negative_int, positive_float, positive_int
 from kyai.evaluation._gates import add_gate_flags
 
 __all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USAGE"]
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{value} is not positive")
-    return value
 
 
 def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
@@ -88,7 +59,7 @@ def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--context-window",
-        type=_positive_int,
+        type=positive_int,
         metavar="TOKENS",
         help="the model's context window when the server does not report max_model_len and no "
         "--model-config is given (default 8192); the server's own figure always wins",
@@ -220,21 +191,21 @@ def _add_common_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--concurrency",
-        type=_positive_int,
+        type=positive_int,
         default=16,
         metavar="N",
         help="requests in flight at most (default 16)",
     )
     parser.add_argument(
         "--request-timeout",
-        type=_positive_float,
+        type=positive_float,
         default=600.0,
         metavar="S",
         help="seconds one request may take (default 600)",
     )
     parser.add_argument(
         "--max-retries",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=5,
         metavar="N",
         help="retries of a request after 429, 5xx, time-outs and connection "
