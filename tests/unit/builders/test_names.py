@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from kyai.api import WorkloadSpec
+from kyai.api.plan import GeneratePlan, JudgesPlan, LLMJudgePlan, SecretEnv
 from kyai.builders import LABEL_NAME_MAX, SUBDOMAIN_MAX, child_name
 from kyai.builders import evaluation as build
-from kyai.builders.plan import GeneratePlan, JudgesPlan, LLMJudgePlan, SecretEnv
 from kyai.builders.snapshot import snapshot_config_map
 from kyai.builders.workload import workload_deployment, workload_service
 from kyai.controllers.handlers import owning_run

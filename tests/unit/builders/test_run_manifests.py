@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 
 from kyai.api import EvaluationRunStatus, GenerationSettings, status_patch
-from kyai.builders import evaluation as build
-from kyai.builders import worker_args
-from kyai.builders.plan import (
+from kyai.api.plan import (
     GatewayToken,
     GeneratePlan,
     JudgesPlan,
@@ -20,6 +18,8 @@ from kyai.builders.plan import (
     SecretEnv,
     plan_from_status,
 )
+from kyai.builders import evaluation as build
+from kyai.builders import worker_args
 from kyai.constants import LABEL_COMPONENT, LABEL_RUN
 from kyai.gateway import (
     JUDGE_COMPONENT,

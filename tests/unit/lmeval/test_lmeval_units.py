@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from kyai.api import EvaluationRunSpec
+from kyai.api.plan import SecretEnv
 from kyai.builders.lmeval import LMEVAL_DATA_MOUNT, lmeval_plan
-from kyai.builders.plan import SecretEnv
 from kyai.lmeval import api_url, build_argv, gate, resolve_metric, split_key
 from kyai.lmeval.cli import (
     UsageError,
