@@ -199,6 +199,21 @@ class ThroughputResult:
         return None if self.cpu_s is None else self.cpu_s * 1000 / self.rows
 
 
+def _chat_body(instruction: str, *, stream: bool) -> dict[str, Any]:
+    """The baselines' request: what kyai generate sends for a row (streamed: with usage)."""
+    body: dict[str, Any] = {
+        "model": CANDIDATE,
+        "messages": [
+            {"role": "system", "content": GENERATION_PROMPT},
+            {"role": "user", "content": instruction},
+        ],
+        "max_tokens": 256,
+    }
+    if stream:
+        body.update(stream=True, stream_options={"include_usage": True})
+    return body
+
+
 async def _aiohttp_baseline(url: str, rows: Sequence[str], concurrency: int) -> int:
     """The minimal aiohttp client kyai is measured against: N workers, one session."""
     import aiohttp
@@ -211,15 +226,7 @@ async def _aiohttp_baseline(url: str, rows: Sequence[str], concurrency: int) -> 
         async def worker() -> None:
             nonlocal errors
             while queue:
-                instruction = queue.pop()
-                body = {
-                    "model": CANDIDATE,
-                    "messages": [
-                        {"role": "system", "content": GENERATION_PROMPT},
-                        {"role": "user", "content": instruction},
-                    ],
-                    "max_tokens": 256,
-                }
+                body = _chat_body(queue.pop(), stream=False)
                 async with session.post(f"{url}/v1/chat/completions", json=body) as response:
                     answer = await response.json()
                     errors += response.status != 200 or not answer.get("choices")
@@ -240,17 +247,7 @@ async def _aiohttp_stream_baseline(url: str, rows: Sequence[str], concurrency: i
         async def worker() -> None:
             nonlocal errors
             while queue:
-                instruction = queue.pop()
-                body = {
-                    "model": CANDIDATE,
-                    "messages": [
-                        {"role": "system", "content": GENERATION_PROMPT},
-                        {"role": "user", "content": instruction},
-                    ],
-                    "max_tokens": 256,
-                    "stream": True,
-                    "stream_options": {"include_usage": True},
-                }
+                body = _chat_body(queue.pop(), stream=True)
                 sent = last = time.perf_counter()
                 ttft: float | None = None
                 gaps: list[float] = []
