@@ -12,12 +12,11 @@ Holm correction and tie-aware ranks have real work to do.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from kyai_devcluster._runtime import Launch
-from opbench.standin import _credentials, _now, _option, _patch
+from opbench.standin import _now, _option, report_status
 
 #: Questions of every Snapshot of the sweep benchmark (its rows).
 QUESTIONS = 20
@@ -62,13 +61,4 @@ async def run(launch: Launch) -> int:
     found = report(launch.argv)
     if found is None:
         return 0
-    target, status = found
-    namespace, name = target.split("/", 1)
-    server, headers = _credentials(launch.env)
-    url = f"{server}/apis/kyai.io/v1alpha1/namespaces/{namespace}/evaluationruns/{name}/status"
-    try:
-        await _patch(url, json.dumps({"status": status}).encode(), headers)
-    except OSError as exc:
-        launch.termination_path.write_text(f"sweep standin: cannot report to {url}: {exc}")
-        return 1
-    return 0
+    return await report_status(launch, *found, who="sweep standin")

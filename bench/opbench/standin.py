@@ -110,19 +110,26 @@ async def run(launch: Launch) -> int:
     found = report(launch.argv)
     if found is None:
         return 0
-    target, status = found
+    return await report_status(launch, *found, who="standin")
+
+
+async def report_status(launch: Launch, target: str, status: dict[str, Any], *, who: str) -> int:
+    """PATCH ``status`` into run ``target`` (namespace/name) as the pod; the exit code.
+
+    A status PATCH is idempotent: sent again after a reset, as client-go's 10 retries. The last
+    failure is the container's termination message, ``who`` naming the stand-in.
+    """
     namespace, name = target.split("/", 1)
     server, headers = _credentials(launch.env)
     url = f"{server}/apis/kyai.io/v1alpha1/namespaces/{namespace}/evaluationruns/{name}/status"
     body = json.dumps({"status": status}).encode()
-    # A status PATCH is idempotent: sent again after a reset, as client-go's 10 retries.
     for attempt in range(ATTEMPTS):
         try:
             await _patch(url, body, headers)
             return 0
         except OSError as exc:
             if attempt == ATTEMPTS - 1:
-                launch.termination_path.write_text(f"standin: cannot report to {url}: {exc}")
+                launch.termination_path.write_text(f"{who}: cannot report to {url}: {exc}")
                 return 1
             await asyncio.sleep(min(0.2 * 2**attempt, 5.0))
     return 1
