@@ -147,7 +147,7 @@ def main() -> None:
         with zipfile.ZipFile(wheel) as archive:
             native = any(".so" in Path(name).name for name in archive.namelist())
         saved = strip_wheel(wheel, strip) if native else 0
-        known[wheel.name] = (current, sha256(wheel))
+        known[wheel.name] = (current, sha256(wheel) if saved else current)
         if saved:
             shutil.copyfile(wheel, kept)
             total += saved

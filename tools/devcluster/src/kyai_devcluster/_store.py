@@ -252,10 +252,9 @@ class Store:
         self, group_resource: tuple[str, str], key: Key, obj: Obj, old: Obj | None, *,
         removed: bool,
     ) -> None:  # fmt: skip
+        # A deletion's ``old`` is the stored object: its references are the ones to drop.
         now = set() if removed else _owner_uids(obj)
         before = _owner_uids(old) if old is not None else set()
-        if removed:
-            before |= _owner_uids(obj)
         entry = (group_resource, key)
         for uid in before - now:
             owned = self._owned.get(uid)
