@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kyai._clock import parse_time
 from kyai._exitcodes import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 from kyai.ranking import (
     RANKING_METHOD,
@@ -217,11 +218,8 @@ def cluster_entries(namespace: str | None, *, all_namespaces: bool) -> list[Entr
 
 def age(completed_at: str | None, now: datetime) -> str:
     """Age in the style of kubectl: 45s, 12m, 5h, 3d."""
-    if not completed_at:
-        return "-"
-    try:
-        then = datetime.fromisoformat(completed_at.replace("Z", "+00:00"))
-    except ValueError:
+    then = parse_time(completed_at)
+    if then is None:
         return "-"
     seconds = max(0, int((now - then).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):

@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from prometheus_client import (
@@ -32,6 +31,7 @@ from prometheus_client.registry import Collector
 from pydantic import ValidationError
 
 from kyai import __version__
+from kyai._clock import parse_time
 from kyai.api import EvaluationRunStatus, ServerServing, ServingStatus
 from kyai.api.evaluationsweep import EvaluationSweepStatus
 
@@ -115,15 +115,6 @@ class RunView:
     serving: Serving = field(default_factory=Serving)
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _status(body: Mapping[str, Any]) -> EvaluationRunStatus:
     """The run's status through the API model (an unreadable one counts as empty)."""
     try:
@@ -138,8 +129,8 @@ def run_view(body: Mapping[str, Any]) -> RunView:
     meta = body.get("metadata", {})
     spec = body.get("spec") or {}
     status = _status(body)
-    started = _parse_time(status.started_at)
-    completed = _parse_time(status.completed_at)
+    started = parse_time(status.started_at)
+    completed = parse_time(status.completed_at)
     labels = (
         str(meta.get("namespace", "")),
         str(meta.get("name", "")),

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from kyai._clock import now as now  # re-exported: c.now() in the controllers
+from kyai._clock import parse_time
 from kyai.api import Condition, ConditionStatus
 
 # Condition types.
@@ -183,12 +183,8 @@ MISSING_REFERENCE_GRACE_SECONDS = 300.0
 
 
 def _age_seconds(since: str | None, at: str) -> float:
-    if not since:
-        return 0.0
-    try:
-        start = datetime.fromisoformat(since.replace("Z", "+00:00"))
-        end = datetime.fromisoformat(at.replace("Z", "+00:00"))
-    except ValueError:
+    start, end = parse_time(since), parse_time(at)
+    if start is None or end is None:
         return 0.0
     return (end - start).total_seconds()
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kyai._clock import parse_time
 from kyai.api import (
     JOB_PHASES,
     EvaluationRunPhase,
@@ -43,7 +44,7 @@ from kyai.controllers._inuse import (
 )
 from kyai.controllers._jobs import failure_cause, make_job, start_trouble
 from kyai.controllers._kube import KubeError
-from kyai.controllers._pods import age_seconds, job_state, may_be_stuck, parse_time
+from kyai.controllers._pods import age_seconds, job_state, may_be_stuck
 from kyai.controllers._references import KIND, missing_secret
 from kyai.controllers._result import DONE, Result, after
 from kyai.controllers._services import Services

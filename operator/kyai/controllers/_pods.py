@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kyai._clock import parse_time
+
 #: Waiting reasons of a container that will not start by itself soon (the kubelet's names:
 #: pkg/kubelet/images and kuberuntime). CrashLoopBackOff is not here: a worker pod runs
 #: with restartPolicy Never, its failures end the pod and count against the backoff limit.
@@ -50,17 +52,6 @@ class PodTrouble:
 def _clip(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 1] + "…"
-
-
-def parse_time(value: object) -> datetime | None:
-    """An RFC 3339 timestamp of the API (``2026-01-02T03:04:05Z``), or None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _name(pod: Mapping[str, Any]) -> str:

@@ -43,6 +43,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kyai._clock import parse_time
 from kyai.api.evaluationsweep import EvaluationSweepSpec, EvaluationSweepStatus
 from kyai.builders import label_value
 from kyai.constants import LABEL_SWEEP
@@ -335,10 +336,8 @@ class SweepReconciler:
         """A missing object's grace period running out: look again then (Stalled is due)."""
         if report.reason not in c.MISSING_REFERENCE or report.status.phase != "Pending":
             return DONE
-        created = str(_meta(self.body).get("creationTimestamp") or "")
-        try:
-            started = datetime.fromisoformat(created.replace("Z", "+00:00"))
-        except ValueError:
+        started = parse_time(_meta(self.body).get("creationTimestamp"))
+        if started is None:
             return DONE  # the resync looks at a Pending sweep anyway
         age = (datetime.now(UTC) - started).total_seconds()
         remaining = self.svc.settings.missing_reference_grace_seconds - age
