@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from kyai._clock import parse_time
 from kyai._json import clone
 from kyai_devcluster._errors import StatusError
 from kyai_devcluster._resources import ResourceType
@@ -30,7 +31,6 @@ from kyai_devcluster._store import (
     meta,
     now_rfc3339,
 )
-from kyai_devcluster._tables import parse_time
 
 Obj = dict[str, Any]
 logger = logging.getLogger("kyai_devcluster")

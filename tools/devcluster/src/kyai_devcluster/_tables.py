@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kyai._clock import parse_time
 from kyai_devcluster._resources import ResourceType
 
 Obj = dict[str, Any]
@@ -57,17 +58,6 @@ def human_duration(seconds: float) -> str:
         days = (hours // 24) % 365
         return f"{hours // 24 // 365}y{days}d" if days else f"{hours // 24 // 365}y"
     return f"{hours // 24 // 365}y"
-
-
-def parse_time(value: Any) -> datetime | None:
-    """Parse an RFC 3339 timestamp; ``None`` when it is not one."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def age(value: Any) -> str:
