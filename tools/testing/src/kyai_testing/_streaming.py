@@ -121,10 +121,12 @@ async def stream_answer(
         if cut is not None and index == len(deltas) // 2:
             return await _cut(request, response, cut)
         await until(ready + ttft_s + index * token_s)
+        # Stamped when the token is out of the engine, before it is written, as vLLM and
+        # SGLang stamp theirs: the engine's TTFT can then never exceed the client's.
+        sent.append(time.monotonic())
         reason = choice["finish_reason"] if index == len(deltas) - 1 else None
         event = _event({**head, "choices": [_choice(delta, reason)]})
         await response.write(role + event if index == 0 else event)
-        sent.append(time.monotonic())
     if observe is not None:
         gaps = tuple(after - before for before, after in itertools.pairwise(sent))
         observe(Timeline(arrived, sent[0], gaps, sent[-1]))
