@@ -120,7 +120,9 @@ assert write_punkt_tab(root).is_dir()
 (checked,) = check_instructions("Two sentences. Here.", [("punctuation:no_comma", {})], prompt="")
 assert checked.strict and checked.loose
 assert math_verify.verify(math_verify.parse("$1/2$"), math_verify.parse("$0.5$"))
-assert client.CustomObjectsApi and config.load_incluster_config
+assert client.CustomObjectsApi and client.CoreV1Api and config.load_incluster_config
+import importlib.util
+assert importlib.util.find_spec("kubernetes.client.api.apps_v1_api") is None  # slimmed away
 assert round(stats.binomtest(3, 9, 0.5).pvalue, 4) == 0.5078
 same = [1.0] * 64 + [0.0] * 27
 paired = compare([1.0] * 6 + [0.0] * 3 + same, [0.0] * 6 + [1.0] * 3 + same)

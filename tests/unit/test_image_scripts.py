@@ -3,10 +3,12 @@ stripping of the wheels' shared libraries (scripts/dist-closure.py, scripts/stri
 
 from __future__ import annotations
 
+import ast
 import base64
 import ctypes
 import hashlib
 import importlib.util
+import re
 import shutil
 import struct
 import subprocess
@@ -97,6 +99,88 @@ def test_the_product_list_holds_no_tool_and_no_dataset_api() -> None:
     }
     assert {"kyai-operator", "if-verifiable", "kopf", "scipy", "nltk", "pyarrow"} <= names
     assert not {"datasets", "pandas", "multiprocess", "click", "kyai-devcluster"} & names
+
+
+# --------------------------------------------------------------------------- slim-venv
+
+SLIM_VENV = ROOT / "scripts" / "slim-venv.sh"
+
+
+def _kept_kubernetes_apis() -> set[str]:
+    match = re.search(r'^KEEP_KUBERNETES_APIS="([^"]*)"$', SLIM_VENV.read_text(), re.MULTILINE)
+    assert match is not None, "slim-venv.sh sets KEEP_KUBERNETES_APIS"
+    return set(match.group(1).split())
+
+
+def _named_kubernetes_apis(root: Path) -> dict[str, set[str]]:
+    """The API modules of ``kubernetes.client`` each product file names, by class or module."""
+    import kubernetes.client
+
+    exports: dict[str, str] = kubernetes.client._exports  # the client's own lazy-import table
+    modules = {
+        name: target.rsplit(".", 1)[-1] for name, target in exports.items() if name.endswith("Api")
+    }
+    named: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names: list[str] = []
+            if isinstance(node, ast.Attribute):
+                names.append(node.attr)
+            elif isinstance(node, ast.Name):
+                names.append(node.id)
+            elif isinstance(node, ast.ImportFrom):
+                names.extend(alias.name for alias in node.names)
+                if (node.module or "").startswith("kubernetes.client.api."):
+                    names.append((node.module or "").rsplit(".", 1)[-1])
+            for name in names:
+                module = modules.get(name) or (name if name.endswith("_api") else None)
+                if module is not None:
+                    named.setdefault(str(path.relative_to(root)), set()).add(module)
+    return named
+
+
+def test_every_kubernetes_api_the_product_names_survives_the_slimming() -> None:
+    """slim-venv.sh deletes the client's API modules but the kept ones: the product's code
+    (operator/kyai) and what the image build runs there must name no other."""
+    kept = _kept_kubernetes_apis()
+    import kubernetes.client.api
+
+    shipped = Path(kubernetes.client.api.__file__).parent
+    assert kept and all((shipped / f"{module}.py").is_file() for module in kept), kept
+    named = _named_kubernetes_apis(ROOT / "operator" / "kyai")
+    used = set().union(*named.values())
+    assert {"core_v1_api", "custom_objects_api"} <= used, named  # the scan does see them
+    missing = {path: apis - kept for path, apis in named.items() if apis - kept}
+    assert not missing, f"add these to KEEP_KUBERNETES_APIS in scripts/slim-venv.sh: {missing}"
+    warm = _named_kubernetes_apis(ROOT / "scripts")
+    assert set().union(set(), *warm.values()) <= kept, warm
+
+
+def test_the_scan_sees_an_api_named_any_way(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from kubernetes import client\nclient.AppsV1Api()\n")
+    (tmp_path / "b.py").write_text("from kubernetes.client import BatchV1Api\n")
+    (tmp_path / "c.py").write_text("from kubernetes.client.api.storage_v1_api import X\n")
+    (tmp_path / "d.py").write_text("ApiClient(); ApiException; client.Configuration()\n")
+    assert _named_kubernetes_apis(tmp_path) == {
+        "a.py": {"apps_v1_api"}, "b.py": {"batch_v1_api"}, "c.py": {"storage_v1_api"},
+    }  # fmt: skip
+
+
+def test_slim_venv_keeps_the_named_kubernetes_apis_only(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    site = venv / "lib" / "python3.11" / "site-packages"
+    api = site / "kubernetes" / "client" / "api"
+    api.mkdir(parents=True)
+    (site / "pyarrow").mkdir()
+    files = ["__init__.py", "core_v1_api.py", "custom_objects_api.py", "apps_v1_api.py",
+             "batch_v1_api.py", "well_known_api.py"]  # fmt: skip
+    for name in files:
+        (api / name).write_text("")
+    subprocess.run(["sh", str(SLIM_VENV), str(venv)], check=True, timeout=60)
+    kept = sorted(path.name for path in api.iterdir())
+    assert kept == ["__init__.py", "core_v1_api.py", "custom_objects_api.py"]
 
 
 # --------------------------------------------------------------------------- stripping
