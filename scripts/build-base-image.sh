@@ -21,9 +21,9 @@ echo "make base-image: mmdebstrap bookworm -> $rootfs"
 # wheels (pyarrow, ...), which the apt variant brought with apt. Once every package is
 # configured, the customize hook removes what only installing packages needs: perl (dpkg's
 # maintainer scripts; nothing is installed in the image after this) and glibc's iconv modules
-# (gconv: Python's codecs are its own, and glibc's UTF-8 and Latin-1 are built in), and the
-# standard library's parts that nothing imports at run time (lib2to3, the `help()` topics,
-# the regression-test stubs). About 90 MB, where --variant=apt gave 219.
+# (gconv: Python's codecs are its own; glibc's ASCII and UTF-8 stay, they are built in), and
+# the standard library's parts that nothing imports at run time (lib2to3, the `help()`
+# topics, the regression-test stubs). About 90 MB, where --variant=apt gave 219.
 hooks=/usr/share/mmdebstrap/hooks/merged-usr
 merged=()
 [ -d "$hooks" ] && merged=(--hook-dir="$hooks")
