@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kyai._exitcodes import EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE
+from kyai.evaluation._argtypes import number
 
 if TYPE_CHECKING:
     from kyai.results import RunResults
@@ -29,10 +30,7 @@ _TESTS = {"mcnemar-exact": "McNemar exact", "paired-t": "paired t"}
 
 
 def _margin(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = number(text, float)
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(
             f"{value} is not in [0, 1] (a score difference: 0.02 is 2 points)"
@@ -41,10 +39,7 @@ def _margin(text: str) -> float:
 
 
 def _alpha(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = number(text, float)
     if not 0.0 < value < 1.0:
         raise argparse.ArgumentTypeError(f"{value} is not strictly between 0 and 1")
     return value

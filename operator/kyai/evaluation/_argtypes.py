@@ -1,16 +1,28 @@
-"""argparse types of the worker commands' numeric flags (``kyai generate/judge/run``)."""
+"""argparse types of the commands' numeric flags (``kyai generate/judge/run``, ``kyai compare``).
+
+:func:`number` reads the text and names what it is not; each type adds its own bound.
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import TypeVar
+
+N = TypeVar("N", int, float)
+
+
+def number(text: str, kind: type[N]) -> N:
+    """``text`` read as ``kind`` (``int`` or ``float``), or argparse's error saying it is not."""
+    try:
+        return kind(text)
+    except ValueError:
+        noun = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
 
 
 def positive_int(text: str) -> int:
     """A whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = number(text, int)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not at least 1")
     return value
@@ -18,10 +30,7 @@ def positive_int(text: str) -> int:
 
 def non_negative_int(text: str) -> int:
     """A whole number of at least 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = number(text, int)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative")
     return value
@@ -29,10 +38,7 @@ def non_negative_int(text: str) -> int:
 
 def positive_float(text: str) -> float:
     """A number above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = number(text, float)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{value} is not positive")
     return value

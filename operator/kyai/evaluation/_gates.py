@@ -12,12 +12,11 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
+from kyai.evaluation._argtypes import number
+
 
 def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = number(text, float)
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
     return value
