@@ -120,6 +120,7 @@ def _named_kubernetes_apis(root: Path) -> dict[str, set[str]]:
     modules = {
         name: target.rsplit(".", 1)[-1] for name, target in exports.items() if name.endswith("Api")
     }
+    files = set(modules.values())
     named: dict[str, set[str]] = {}
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -133,7 +134,7 @@ def _named_kubernetes_apis(root: Path) -> dict[str, set[str]]:
                 if (node.module or "").startswith("kubernetes.client.api."):
                     names.append((node.module or "").rsplit(".", 1)[-1])
             for name in names:
-                module = modules.get(name) or (name if name.endswith("_api") else None)
+                module = modules.get(name) or (name if name in files else None)
                 if module is not None:
                     named.setdefault(str(path.relative_to(root)), set()).add(module)
     return named
@@ -161,8 +162,11 @@ def test_the_scan_sees_an_api_named_any_way(tmp_path: Path) -> None:
     (tmp_path / "b.py").write_text("from kubernetes.client import BatchV1Api\n")
     (tmp_path / "c.py").write_text("from kubernetes.client.api.storage_v1_api import X\n")
     (tmp_path / "d.py").write_text("ApiClient(); ApiException; client.Configuration()\n")
+    (tmp_path / "e.py").write_text("from kubernetes.client.api import policy_v1_api\n")
+    (tmp_path / "f.py").write_text("my_api = store_api = 1\n")  # not the client's modules
     assert _named_kubernetes_apis(tmp_path) == {
         "a.py": {"apps_v1_api"}, "b.py": {"batch_v1_api"}, "c.py": {"storage_v1_api"},
+        "e.py": {"policy_v1_api"},
     }  # fmt: skip
 
 
