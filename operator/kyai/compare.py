@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kyai._argtypes import number
 from kyai._exitcodes import EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE
-from kyai.evaluation._argtypes import number
 
 if TYPE_CHECKING:
     from kyai.results import RunResults

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from kyai.evaluation._argtypes import number
+from kyai._argtypes import number
 
 
 def _fraction(text: str) -> float:

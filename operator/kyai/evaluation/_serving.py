@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from kyai.evaluation._argtypes import positive_int
+from kyai._argtypes import positive_int
 
 if TYPE_CHECKING:
     from kyai.evaluation._client import ChatResult

@@ -19,6 +19,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from kyai._argtypes import non_negative_int, positive_float, positive_int
 from kyai._exitcodes import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -26,7 +27,6 @@ from kyai._exitcodes import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
 )
-from kyai.evaluation._argtypes import non_negative_int, positive_float, positive_int
 from kyai.evaluation._gates import add_gate_flags
 
 __all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USAGE"]

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from kyai._argtypes import non_negative_int, number, positive_float, positive_int
 from kyai.compare import _alpha, _margin
-from kyai.evaluation._argtypes import non_negative_int, number, positive_float, positive_int
 from kyai.evaluation._gates import _fraction
 
 
