@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -172,3 +173,82 @@ def test_command_line_pacing_and_stream_mode() -> None:
 def test_bad_pacing_settings_are_refused(options: dict[str, Any]) -> None:
     with pytest.raises(DoubleConfigError, match=next(iter(options))):
         LLMDouble(**options)
+
+
+def finish_reasons(events: list[Any]) -> list[Any]:
+    return [
+        event["choices"][0]["finish_reason"]
+        for event in events
+        if isinstance(event, dict) and event.get("choices")
+    ]
+
+
+def text_of(events: list[Any]) -> str:
+    return "".join(
+        event["choices"][0]["delta"].get("content") or ""
+        for event in events
+        if isinstance(event, dict) and event.get("choices")
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "reasons", "ends_with_done"),
+    [
+        ("done_early", [None] * 3, True),  # the role chunk and two tokens, then [DONE]
+        ("eof_early", [None] * 3, False),  # the body simply ends
+        ("abort", [None, None, None, "abort"], True),  # vLLM's aborted request
+        ("no_finish", [None] * 5, True),  # every token, usage and [DONE]: no finish_reason
+    ],
+)
+async def test_the_stream_faults_end_streams_as_servers_do(
+    kind: str, reasons: list[Any], ends_with_done: bool
+) -> None:
+    rules = [Rule(content="abcdefghijklmnop")]  # 4 tokens of 4 characters
+    faults = Faults(rate=1.0, kinds=(kind,))
+    async with LLMDouble(models=[ModelSpec("cand")], rules=rules, faults=faults) as double:
+        body = {**BODY, "stream": True, "stream_options": {"include_usage": True}}
+        _, events, _ = await read_events(double, body)
+        # A whole answer is sent intact: the stream faults are of streams only.
+        whole = (await post(f"{double.base_url}/chat/completions", BODY)).json()
+    assert finish_reasons(events) == reasons
+    assert (events[-1] == "[DONE]") is ends_with_done
+    assert text_of(events) == ("abcdefghijklmnop" if kind == "no_finish" else "abcdefgh")
+    assert whole["choices"][0]["finish_reason"] == "stop"
+    assert whole["choices"][0]["message"]["content"] == "abcdefghijklmnop"
+
+
+async def test_interrupt_requests_ends_a_stream_when_a_newer_request_waits() -> None:
+    """llama-cpp-python's interrupt_requests: [DONE] without a finish_reason, often at once."""
+    rules = [Rule(content="abcdefghijklmnop")]
+    async with LLMDouble(
+        models=[ModelSpec("cand")], rules=rules, token_s=0.05, interrupt_requests=True
+    ) as double:
+        body = {**BODY, "stream": True}
+        alone = await read_events(double, body)
+        assert double.interrupted == 0
+        first = asyncio.create_task(read_events(double, body))
+        await asyncio.sleep(0.08)  # the first stream has begun
+        second = await read_events(double, body)
+        _, cut, _ = await first
+        assert double.interrupted == 1
+        # Whole answers are served one at a time and never interrupted.
+        answers = await asyncio.gather(
+            *(post(f"{double.base_url}/chat/completions", BODY) for _ in range(3))
+        )
+        assert double.max_in_flight == 3 and double.interrupted == 1
+    assert finish_reasons(alone[1])[-1] == "stop" and text_of(alone[1]) == "abcdefghijklmnop"
+    assert cut[-1] == "[DONE]" and "stop" not in finish_reasons(cut)
+    assert len(text_of(cut)) < 16
+    assert finish_reasons(second[1])[-1] == "stop"  # the newer request is answered whole
+    assert all(a.json()["choices"][0]["finish_reason"] == "stop" for a in answers)
+
+
+def test_command_line_interrupt_requests_and_stream_faults() -> None:
+    args = _parser().parse_args(
+        ["--interrupt-requests", "--fault-rate", "0.5", "--fault-kinds", "done_early,abort"]
+    )
+    double = build_double(args)
+    assert double.interrupt_requests
+    assert double.faults is not None and double.faults.kinds == ("done_early", "abort")
+    with pytest.raises(DoubleConfigError, match="got \\['nope'\\]"):
+        build_double(_parser().parse_args(["--fault-rate", "1", "--fault-kinds", "nope"]))

@@ -7,8 +7,13 @@ answers that the request overflows the context window; and it turns everything e
 :class:`ChatError` with a bounded ``kind`` that the caller records and scores as 0.
 
 Asked to, it streams (server-sent events, :mod:`kyai.evaluation._stream`) and times the
-answer; the same rules hold for streams, and a stream cut in the middle is a connection
-error whose partial answer is dropped.
+answer; the same rules hold for streams. A stream that ends before a chunk said how the
+answer finished (``[DONE]`` or the end of the body without a ``finish_reason``, or a
+``finish_reason`` such as vLLM's ``abort``) is retried as a connection error is, its partial
+answer dropped; when the retries run out the request fails as ``stream_incomplete``. A
+whole answer that holds neither content nor reasoning, or that the server says it did not
+complete, is retried and then fails as ``invalid_response``: no answer is ever taken for an
+empty one that the server did not finish.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from kyai.evaluation._budget import estimate_prompt_tokens
 from kyai.evaluation._keyfile import KeyFile, KeyFileError
 from kyai.evaluation._redact import redact, register_secret
 from kyai.evaluation._stream import (
+    INCOMPLETE_FINISH_REASONS,
     STREAM_FIELDS,
     SseAssembler,
     StreamCutError,
@@ -54,6 +60,16 @@ CONTEXT_OVERFLOW = "context_overflow"
 INVALID_RESPONSE = "invalid_response"
 #: The API key's file (``--judge-api-key-file``) could not be read for a request.
 CREDENTIALS_ERROR = "credentials_error"
+#: Every attempt's stream ended before a chunk said how the answer finished.
+STREAM_INCOMPLETE = "stream_incomplete"
+
+#: What a ``stream_incomplete`` error advises.
+STREAM_INCOMPLETE_HINT = (
+    "A server that ends a stream when a newer request arrives (llama-cpp-python's "
+    "interrupt_requests, its default) needs --concurrency 1 or --no-stream "
+    "(spec.generation.concurrency: 1 or spec.generation.stream: false on an EvaluationRun); "
+    "a proxy or load balancer that cuts long streams needs a longer time-out."
+)
 
 #: HTTP statuses retried with backoff.
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -524,6 +540,21 @@ class _Refused:
 _Step: TypeAlias = _Failure | _Shrink | _Refused
 
 
+def _unfinished(result: ChatResult) -> str | None:
+    """Why a whole answer cannot be taken as the model's answer, or None when it can."""
+    if result.finish_reason in INCOMPLETE_FINISH_REASONS:
+        return (
+            f"The server ended the answer with finish_reason {result.finish_reason!r}: it did "
+            "not complete it."
+        )
+    if result.content is None and result.reasoning_content is None and result.reasoning is None:
+        return (
+            "The server's answer holds no content and no reasoning "
+            f"(finish_reason {result.finish_reason!r})."
+        )
+    return None
+
+
 def _final(failure: _Failure, attempts: int, budget: int | None) -> ChatError:
     """The error that ends a request: a failure not worth retrying, or the last retry's."""
     detail = failure.detail
@@ -738,8 +769,11 @@ class ChatClient:
         except _TransportFailure as exc:
             return _Failure(exc.kind, exc.detail)
         except StreamCutError as exc:
-            kind = INVALID_RESPONSE if exc.malformed else CONNECTION_ERROR
-            return _Failure(kind, f"The stream was cut short: {exc}")
+            if exc.malformed:
+                return _Failure(INVALID_RESPONSE, f"The stream was cut short: {exc}")
+            return _Failure(
+                STREAM_INCOMPLETE, f"The stream ended early: {exc}. {STREAM_INCOMPLETE_HINT}"
+            )
         except StreamErrorEvent as exc:
             retryable = exc.status is None or exc.status in RETRYABLE_STATUSES
             detail = f"Error inside the stream: {exc.message}"
@@ -768,7 +802,11 @@ class ChatClient:
                 # worker): ask again.
                 retryable = _looks_like_json(response)
                 return _Failure(INVALID_RESPONSE, detail, status=status, retryable=retryable)
-            return self._result(payload_200, response, state, latency, budget)
+            result = self._result(payload_200, response, state, latency, budget)
+            unfinished = _unfinished(result)
+            if unfinished is not None:
+                return _Failure(INVALID_RESPONSE, unfinished, status=status)
+            return result
         text = response.text
         try:
             payload: Any = response.json()

@@ -253,7 +253,11 @@ async def generate(
     pending = [
         row
         for row in dataset.rows
-        if row.index not in stored or (config.retry_errors and stored[row.index].get("error"))
+        if row.index not in stored
+        or (config.retry_errors and stored[row.index].get("error"))
+        # Stored without an answer or an error (a cut stream taken for an empty answer by an
+        # earlier kyai): asked again.
+        or store.answer_problem(stored[row.index]) is not None
     ]
     async with ChatClient(
         config.endpoint,
@@ -310,6 +314,7 @@ async def _ask(
 
     async def answer(row: Row) -> None:
         record, failure = await _answer(client, run.dataset, row, config, window, tally.serving)
+        store.check_generation(record)
         run.log.append(record)
         run.stored[row.index] = record
         tally.sent += 1

@@ -86,9 +86,12 @@ class GenerationSet:
         if not rows_path.exists():
             raise store.RunDirectoryError(f"{rows_path} does not exist.")
         rows = read_rows_jsonl(rows_path)
-        generations = store.latest_by_row(
-            store.JsonlLog(path / store.GENERATIONS, repair=False).read()
-        )
+        generations = {
+            index: store.read_as_error(record)
+            for index, record in store.latest_by_row(
+                store.JsonlLog(path / store.GENERATIONS, repair=False).read()
+            ).items()
+        }
         missing = [row.row_id for row in rows if row.index not in generations]
         if missing:
             shown = ", ".join(missing[:5]) + (", …" if len(missing) > 5 else "")

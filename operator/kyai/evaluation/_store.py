@@ -51,6 +51,65 @@ class RunDirectoryError(ValueError):
     """A run directory is missing, incomplete or holds an incompatible run."""
 
 
+class UnsoundRecordError(ValueError):
+    """A generation record that holds neither a finished answer nor an error: never stored."""
+
+
+#: The error kind that a stored generation record without an answer or an error is read
+#: with: written by a ``kyai`` that took a cut stream for an empty answer.
+NO_ANSWER = "candidate_no_answer"
+
+_ANSWER_FIELDS = ("content", "reasoning_content", "reasoning")
+
+
+def answer_problem(record: Mapping[str, Any]) -> str | None:
+    """Why a generation record is not sound, or None when it is.
+
+    A sound record holds an error, or an answer: content or reasoning (a string, possibly
+    empty) and, when it was streamed, the ``finish_reason`` that said the answer was finished.
+    """
+    if record.get("error"):
+        return None
+    if not any(isinstance(record.get(key), str) for key in _ANSWER_FIELDS):
+        return "it holds neither an answer (content or reasoning) nor an error"
+    if record.get("streamed") and record.get("finish_reason") is None:
+        return (
+            "its stream never said how the answer finished (no finish_reason) and it holds no error"
+        )
+    return None
+
+
+def check_generation(record: Mapping[str, Any]) -> None:
+    """Refuse (:class:`UnsoundRecordError`) a record that :func:`answer_problem` faults."""
+    problem = answer_problem(record)
+    if problem is not None:
+        raise UnsoundRecordError(
+            f"Refusing to store the answer of row {record.get('row_index')!r}: {problem}. "
+            "This is a bug in kyai: please report it."
+        )
+
+
+def read_as_error(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored generation record as the judge must read it: an unsound one as an error.
+
+    A record that holds neither a finished answer nor an error (written before the fix for
+    cut streams) is scored 0 and counted as the error :data:`NO_ANSWER`, never judged as an
+    empty answer.
+    """
+    problem = answer_problem(record)
+    if problem is None:
+        return record
+    return {
+        **record,
+        "error": {
+            "kind": NO_ANSWER,
+            "message": f"The stored answer is unsound: {problem}. Run `kyai generate` on this "
+            "directory again: it asks such rows again.",
+            "status": None,
+        },
+    }
+
+
 def dumps(value: Any) -> str:
     """Compact, key-sorted JSON: the serialisation of every stored record (as text)."""
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

@@ -14,11 +14,16 @@ answered with ``data: {json}`` events separated by blank lines and ended by ``da
   generated text (content or reasoning), the gaps between successive chunks carrying text (the
   inter-token latencies, ms) and the arrival of the last JSON chunk.
 
-A stream that ends before ``[DONE]`` without having said how it finished (no
-``finish_reason``), or whose event is not JSON, was cut on the way: :class:`StreamCutError`,
-which the client retries as a connection error, discarding the partial answer. An event
-holding an ``error`` object (vLLM and SGLang report a failure met mid-generation so) is a
-:class:`StreamErrorEvent`.
+An answer is complete only when a choice chunk said how it finished: a ``finish_reason``
+other than those with which servers end an answer they did not complete
+(:data:`INCOMPLETE_FINISH_REASONS`). A stream that ends without one — at ``[DONE]`` or at the
+end of the body, with or without text before it — was cut short: llama-cpp-python's server
+(``interrupt_requests``, its default) ends a stream with ``[DONE]`` and no ``finish_reason``
+when a newer request arrives, often before the first token, and proxies or load balancers
+that time out end streams the same way. A cut stream, or one whose event is not JSON, raises
+:class:`StreamCutError`, which the client retries as it does a connection error, discarding
+the partial answer. An event holding an ``error`` object (vLLM and SGLang report a failure
+met mid-generation so) is a :class:`StreamErrorEvent`.
 
 SSE details: lines end with LF or CRLF; an event's ``data`` lines are joined with LF (a
 server never splits a JSON chunk over several, but it would be read right); other fields
@@ -41,6 +46,11 @@ STREAM_FIELDS: Mapping[str, Any] = {"stream": True, "stream_options": {"include_
 REFUSAL_STATUSES = frozenset({400, 422})
 
 _DONE = b"[DONE]"
+
+#: ``finish_reason`` values with which servers end an answer they did not complete: vLLM's
+#: ``abort`` and ``error`` (its engine's ``FINISH_REASON_STRINGS``; ``repetition`` is a
+#: complete answer), SGLang's ``abort``, TensorRT-LLM's ``cancelled`` and ``timeout``.
+INCOMPLETE_FINISH_REASONS = frozenset({"abort", "error", "cancelled", "timeout"})
 
 
 class StreamCutError(Exception):
@@ -136,18 +146,27 @@ class SseAssembler:
         self._buffer = buffer[start:]
 
     def finish(self, now: float) -> None:
-        """The body has ended: take a last event left without its blank line, check the end."""
+        """The body has ended: take a last event left without its blank line, check the end.
+
+        Raises :class:`StreamCutError` unless a choice chunk carried a ``finish_reason`` (one
+        not in :data:`INCOMPLETE_FINISH_REASONS`).
+        """
         if self._buffer:
             self.feed(b"\n", now)
         if self._data:
             self._dispatch(now)
-        if not self.done and self.finish_reason is None:
+        if self.finish_reason is None:
+            end = "data: [DONE]" if self.done else "the end of the body"
             raise StreamCutError(
-                "the stream ended before its end ([DONE] or a finish_reason) "
-                f"after {self.text_chunks} chunks of text"
+                f"{end} came before any chunk said how the answer finished (no "
+                f"finish_reason), after {self.choice_chunks} chunks with a choice and "
+                f"{self.text_chunks} with text"
             )
-        if not self.choice_chunks:
-            raise StreamCutError("the stream ended without a single choice", malformed=True)
+        if self.finish_reason in INCOMPLETE_FINISH_REASONS:
+            raise StreamCutError(
+                f"the server ended the answer with finish_reason {self.finish_reason!r} "
+                f"after {self.text_chunks} chunks with text"
+            )
 
     def _dispatch(self, now: float) -> None:
         data = self._data
@@ -218,8 +237,13 @@ class SseAssembler:
             self.finish_reason = reason
 
     def joined(self) -> tuple[str | None, str | None, str | None]:
-        """``content``, ``reasoning_content``, ``reasoning`` as a non-streamed answer has them."""
-        content = "".join(self.content) if self.content_seen else None
+        """``content``, ``reasoning_content``, ``reasoning`` as a non-streamed answer has them.
+
+        A finished answer that carried neither content nor reasoning (the model stopped at
+        once) is the empty content ``""``, as a non-streamed answer has it.
+        """
+        empty = self.reasoning_content is None and self.reasoning is None
+        content = "".join(self.content) if self.content_seen or empty else None
         thinking = None if self.reasoning_content is None else "".join(self.reasoning_content)
         reasoning = None if self.reasoning is None else "".join(self.reasoning)
         return content, thinking, reasoning

@@ -100,16 +100,36 @@ async def test_judge_requests_do_not_stream() -> None:
     assert (result.streamed, result.ttft_ms, result.itl_ms) == (False, None, ())
 
 
-@pytest.mark.parametrize("cut", ["connection", "no_end", "bad_json"])
+def done_early(*pieces: str) -> list[bytes]:
+    """Role chunk, ``pieces`` without a finish_reason, then [DONE] (llama-cpp-python's cut)."""
+    role = chunk({"role": "assistant", "content": ""})
+    return [role, *(chunk({"content": p}) for p in pieces), b"data: [DONE]\n\n"]
+
+
+CUTS = ["connection", "no_end", "bad_json", "done_at_once", "done_after_text", "no_finish", "abort"]
+
+
+def cut_stream(cut: str) -> httpx.Response:
+    if cut == "connection":
+        return sse(answer("AB", "CD"), fail=2)
+    if cut == "no_end":
+        return sse(answer("AB", "CD")[:2])
+    if cut == "bad_json":
+        return sse([chunk({"content": "AB"}), b'data: {"choices": [{"del\n\n'])
+    if cut == "done_at_once":
+        return sse(done_early())
+    if cut == "done_after_text":
+        return sse(done_early("AB", "CD"))
+    if cut == "no_finish":
+        return sse([*done_early("AB", "CD")[:-1], usage(2), b"data: [DONE]\n\n"])
+    assert cut == "abort"
+    return sse([*done_early("AB")[:-1], chunk({}, "abort"), usage(1), b"data: [DONE]\n\n"])
+
+
+@pytest.mark.parametrize("cut", CUTS)
 async def test_a_cut_stream_is_retried_and_its_part_discarded(cut: str) -> None:
     seen: list[dict[str, Any]] = []
-    first: httpx.Response
-    if cut == "connection":
-        first = sse(answer("AB", "CD"), fail=2)
-    elif cut == "no_end":
-        first = sse(answer("AB", "CD")[:2])
-    else:
-        first = sse([chunk({"content": "AB"}), b'data: {"choices": [{"del\n\n'])
+    first = cut_stream(cut)
     async with client_for(scripted([first, sse(answer("xy"))], seen)) as client:
         result = await client.chat("m", MESSAGES, max_tokens=50, stream=True)
     assert result.content == "xy"  # nothing of the cut answer
@@ -117,16 +137,60 @@ async def test_a_cut_stream_is_retried_and_its_part_discarded(cut: str) -> None:
     assert len(seen) == 2 and all(body["stream"] for body in seen)
 
 
-async def test_a_stream_cut_every_time_fails_with_its_kind() -> None:
+@pytest.mark.parametrize(
+    ("cut", "kind"),
+    [
+        ("connection", "connection_error"),
+        ("no_end", "stream_incomplete"),
+        ("done_at_once", "stream_incomplete"),
+        ("done_after_text", "stream_incomplete"),
+        ("no_finish", "stream_incomplete"),
+        ("abort", "stream_incomplete"),
+        ("bad_json", "invalid_response"),
+    ],
+)
+async def test_a_stream_cut_every_time_fails_with_its_kind(cut: str, kind: str) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
-        return sse(answer("AB", "CD")[:2])
+        return cut_stream(cut)
 
     async with client_for(handler) as client:
         with pytest.raises(ChatError) as caught:
             await client.chat("m", MESSAGES, max_tokens=50, stream=True)
-    assert caught.value.kind == "connection_error"
+    assert caught.value.kind == kind
     assert caught.value.attempts == 4
     assert "gave up after 4 attempts" in caught.value.message
+    if kind == "stream_incomplete":
+        # The cause, and what to do about a server that interrupts streams.
+        assert "The stream ended early" in caught.value.message
+        assert "--concurrency 1 or --no-stream" in caught.value.message
+        assert "interrupt_requests" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"content": None},  # neither content nor reasoning
+        {"content": "half an ans"},  # ended by the server before it was done
+    ],
+)
+async def test_a_whole_answer_the_server_did_not_finish_is_retried(message: dict[str, Any]) -> None:
+    seen: list[dict[str, Any]] = []
+    reason = None if message["content"] is None else "abort"
+    bad = {"choices": [{"message": message, "finish_reason": reason}]}
+    good = {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
+    replies = [httpx.Response(200, json=bad), httpx.Response(200, json=good)]
+    async with client_for(scripted(replies, seen)) as client:
+        result = await client.chat("m", MESSAGES, max_tokens=5)
+    assert (result.content, result.attempts) == ("ok", 2)
+
+    def always(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=bad)
+
+    async with client_for(always) as client:
+        with pytest.raises(ChatError) as caught:
+            await client.chat("m", MESSAGES, max_tokens=5)
+    assert caught.value.kind == "invalid_response"
+    assert caught.value.attempts == 4
 
 
 @pytest.mark.parametrize("status", [429, 503])

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kyai.evaluation import RunDirectoryError
+from kyai.evaluation import _store as store
 from kyai.evaluation._store import JsonlLog, dumps, latest_by_row
 
 GOOD = [{"row_index": 0, "content": "Zürich"}, {"row_index": 1, "content": "日本"}]
@@ -77,3 +79,37 @@ def test_rewrite_puts_the_latest_record_of_each_row_in_row_order(tmp_path: Path)
         dumps({"row_index": 0, "v": 1}) + "\n" + dumps({"row_index": 2, "v": 2}) + "\n"
     )
     assert not list(tmp_path.glob(".generations.jsonl.*"))  # no temporary file left
+
+
+# -- sound generation records ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        ({"content": "Paris", "finish_reason": "stop", "streamed": True, "error": None}, None),
+        ({"content": "", "finish_reason": "stop", "streamed": True, "error": None}, None),
+        ({"content": None, "reasoning_content": "hmm", "finish_reason": "length"}, None),
+        ({"content": None, "reasoning": "hmm", "finish_reason": "length"}, None),
+        ({"content": "Paris", "finish_reason": None, "streamed": False, "error": None}, None),
+        ({"content": None, "error": {"kind": "candidate_timeout", "message": "m"}}, None),
+        ({"content": None, "finish_reason": None, "error": None}, "neither an answer"),
+        ({"row_index": 3}, "neither an answer"),
+        ({"content": "Par", "finish_reason": None, "streamed": True, "error": None}, "no finish"),
+    ],
+)
+def test_a_generation_record_is_sound_with_an_answer_or_an_error(
+    record: dict[str, Any], problem: str | None
+) -> None:
+    found = store.answer_problem(record)
+    if problem is None:
+        assert found is None
+        store.check_generation(record)
+        assert store.read_as_error(dict(record)) == record
+        return
+    assert found is not None and problem in found
+    with pytest.raises(store.UnsoundRecordError, match="Refusing to store the answer of row"):
+        store.check_generation(record)
+    read = store.read_as_error(dict(record))
+    assert read["error"]["kind"] == store.NO_ANSWER
+    assert "Run `kyai generate` on this directory again" in read["error"]["message"]

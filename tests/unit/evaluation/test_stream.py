@@ -104,7 +104,57 @@ def test_a_stream_without_its_end_is_cut() -> None:
     with pytest.raises(StreamCutError) as caught:
         events.finish(2.0)
     assert not caught.value.malformed
-    assert "before its end" in str(caught.value)
+    assert "the end of the body came before" in str(caught.value)
+    assert "no finish_reason" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "chunks"),
+    [
+        # llama-cpp-python's interrupted stream: its role chunk, then [DONE].
+        (ROLE + DONE, "after 1 chunks with a choice and 0 with text"),
+        # A proxy that gave up after some text.
+        (ROLE + event({"content": "half"}) + DONE, "after 2 chunks with a choice and 1 with"),
+        # Every token and the usage, but no chunk said how the answer finished.
+        (ROLE + event({"content": "all"}) + USAGE + DONE, "after 2 chunks with a choice"),
+        # Nothing but [DONE].
+        (DONE, "after 0 chunks with a choice"),
+    ],
+    ids=["role-then-done", "text-then-done", "usage-no-finish", "done-alone"],
+)
+def test_done_without_a_finish_reason_is_a_cut_stream(body: bytes, chunks: str) -> None:
+    events = SseAssembler()
+    events.feed(body, 1.0)
+    with pytest.raises(StreamCutError) as caught:
+        events.finish(1.0)
+    assert not caught.value.malformed
+    assert str(caught.value).startswith("data: [DONE] came before any chunk said how")
+    assert chunks in str(caught.value)
+
+
+@pytest.mark.parametrize("reason", ["abort", "error", "cancelled", "timeout"])
+def test_a_finish_reason_of_an_unfinished_answer_is_a_cut_stream(reason: str) -> None:
+    events = SseAssembler()
+    events.feed(ROLE + event({"content": "hal"}) + event({}, reason) + USAGE + DONE, 1.0)
+    with pytest.raises(StreamCutError) as caught:
+        events.finish(1.0)
+    assert not caught.value.malformed
+    assert f"finish_reason {reason!r}" in str(caught.value)
+
+
+@pytest.mark.parametrize("reason", ["stop", "length", "repetition", "tool_calls"])
+def test_a_finished_answer_is_complete_whatever_its_reason(reason: str) -> None:
+    events = SseAssembler()
+    events.feed(ROLE + event({"content": "ok"}, reason) + DONE, 1.0)
+    events.finish(1.0)
+    assert (events.joined()[0], events.finish_reason) == ("ok", reason)
+
+
+def test_a_finished_answer_without_any_text_is_the_empty_content() -> None:
+    events = SseAssembler()
+    events.feed(ROLE + event({}, "stop") + USAGE + DONE, 1.0)
+    events.finish(1.0)
+    assert events.joined() == ("", None, None)  # the model stopped at once: not None
 
 
 def test_a_finish_reason_without_done_is_complete() -> None:
@@ -121,12 +171,12 @@ def test_an_event_cut_inside_its_json_is_malformed() -> None:
     assert caught.value.malformed
 
 
-def test_a_stream_of_no_choice_is_malformed() -> None:
+def test_a_stream_of_no_choice_is_cut() -> None:
     events = SseAssembler()
     events.feed(USAGE + DONE, 1.0)
     with pytest.raises(StreamCutError) as caught:
         events.finish(1.0)
-    assert caught.value.malformed
+    assert not caught.value.malformed  # retried as stream_incomplete: never an answer
 
 
 def test_an_error_event_raises_with_its_code() -> None:

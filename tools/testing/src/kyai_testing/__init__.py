@@ -12,7 +12,7 @@ from kyai._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kyai_testing._double import STREAM_MODES, DoubleNotRunningError, LLMDouble
-    from kyai_testing._faults import FAULT_KINDS, Faults
+    from kyai_testing._faults import ALL_FAULT_KINDS, FAULT_KINDS, STREAM_FAULT_KINDS, Faults
     from kyai_testing._judge import substring_judge
     from kyai_testing._model import (
         ChatRequest,
@@ -30,7 +30,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "._double": ("STREAM_MODES", "DoubleNotRunningError", "LLMDouble"),
-        "._faults": ("FAULT_KINDS", "Faults"),
+        "._faults": ("ALL_FAULT_KINDS", "FAULT_KINDS", "STREAM_FAULT_KINDS", "Faults"),
         "._judge": ("substring_judge",),
         "._model": (
             "ChatRequest",
@@ -45,8 +45,10 @@ __getattr__, __dir__ = lazy_exports(
 )
 
 __all__ = [
+    "ALL_FAULT_KINDS",
     "FAULT_KINDS",
     "OVERFLOW_STYLES",
+    "STREAM_FAULT_KINDS",
     "STREAM_MODES",
     "ChatRequest",
     "DoubleConfigError",

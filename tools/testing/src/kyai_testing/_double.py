@@ -19,8 +19,12 @@ from typing import Any
 from aiohttp import web
 
 from kyai_testing._faults import (
+    FAULT_ABORT,
     FAULT_CLOSE,
     FAULT_CUT_JSON,
+    FAULT_DONE_EARLY,
+    FAULT_EOF_EARLY,
+    FAULT_NO_FINISH,
     FAULT_RESET,
     FAULT_SHORT_BODY,
     FAULT_STALL,
@@ -51,8 +55,12 @@ from kyai_testing._servers import (
     unauthorized_answer,
 )
 from kyai_testing._streaming import (
+    CUT_ABORT,
     CUT_CONNECTION,
+    CUT_DONE,
+    CUT_EOF,
     CUT_EVENT,
+    CUT_NO_FINISH,
     Timeline,
     pace_whole,
     stream_answer,
@@ -136,6 +144,7 @@ class LLMDouble:
         token_s: float = 0.0,
         stream_mode: str = "stream",
         metrics: MetricsFamily | None = None,
+        interrupt_requests: bool = False,
     ) -> None:
         if not models:
             raise DoubleConfigError("The double needs at least one model to serve.")
@@ -164,6 +173,15 @@ class LLMDouble:
         self.token_s = token_s
         #: How ``"stream": true`` is answered (one of :data:`STREAM_MODES`).
         self.stream_mode = stream_mode
+        #: Serve one chat request at a time and end a stream with ``[DONE]`` (no
+        #: ``finish_reason``) as soon as a newer request waits, as llama-cpp-python's server
+        #: does with ``interrupt_requests`` (its default): its two locks, the outer held by
+        #: the request waiting for the model, the inner by the one being answered.
+        self.interrupt_requests = interrupt_requests
+        self._outer_lock = asyncio.Lock()
+        self._inner_lock = asyncio.Lock()
+        #: How many streams were interrupted so.
+        self.interrupted = 0
         #: The engine metrics served on ``/metrics`` (vLLM's names unless the first model
         #: speaks like SGLang, or ``metrics`` says).
         family: MetricsFamily = "sglang" if self.style == "sglang" else "vllm"
@@ -326,22 +344,42 @@ class LLMDouble:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            fault = await self._fault(request, record)
-            record.fault = fault
-            if fault in STATUS_FAULTS:
-                status = int(fault or 0)
-                reply = _reply(error_answer(self.style, status, status_phrase(status)))
-            elif fault in (FAULT_CLOSE, FAULT_RESET):
-                reply = _Reply(status=0, drop=True)
-            else:
-                if fault == FAULT_STALL and self.faults is not None:
-                    await asyncio.sleep(self.faults.stall_s)
-                reply = await self._answer_chat(request, record)
-            record.rule = reply.rule
-            return await self._send(request, record, reply, fault)
+            if not self.interrupt_requests:
+                return await self._serve_chat(request, record)
+            async with self._outer_lock:
+                await self._inner_lock.acquire()
+            try:
+                return await self._serve_chat(request, record)
+            finally:
+                self._inner_lock.release()
         finally:
             self.in_flight -= 1
             record.finished = time.monotonic()
+
+    def _newer_request_waits(self) -> bool:
+        """llama-cpp-python's test: a newer request holds the outer lock, waiting."""
+        if self._outer_lock.locked():
+            self.interrupted += 1
+            return True
+        return False
+
+    async def _serve_chat(
+        self, request: web.Request, record: RecordedRequest
+    ) -> web.StreamResponse:
+        """Answer one chat request: a fault, or the answer (streamed or whole)."""
+        fault = await self._fault(request, record)
+        record.fault = fault
+        if fault in STATUS_FAULTS:
+            status = int(fault or 0)
+            reply = _reply(error_answer(self.style, status, status_phrase(status)))
+        elif fault in (FAULT_CLOSE, FAULT_RESET):
+            reply = _Reply(status=0, drop=True)
+        else:
+            if fault == FAULT_STALL and self.faults is not None:
+                await asyncio.sleep(self.faults.stall_s)
+            reply = await self._answer_chat(request, record)
+        record.rule = reply.rule
+        return await self._send(request, record, reply, fault)
 
     async def _send(
         self, request: web.Request, record: RecordedRequest, reply: _Reply, fault: str | None
@@ -363,7 +401,14 @@ class LLMDouble:
             return web.json_response(reply.body, status=reply.status, headers=reply.headers)
         if record.body.get("stream") and self.stream_mode == "stream":
             record.streamed = True
-            cuts = {FAULT_SHORT_BODY: CUT_CONNECTION, FAULT_CUT_JSON: CUT_EVENT}
+            cuts = {
+                FAULT_SHORT_BODY: CUT_CONNECTION,
+                FAULT_CUT_JSON: CUT_EVENT,
+                FAULT_DONE_EARLY: CUT_DONE,
+                FAULT_EOF_EARLY: CUT_EOF,
+                FAULT_NO_FINISH: CUT_NO_FINISH,
+                FAULT_ABORT: CUT_ABORT,
+            }
             options = record.body.get("stream_options")
             return await stream_answer(
                 request,
@@ -374,6 +419,7 @@ class LLMDouble:
                 include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
                 cut=cuts.get(fault or ""),
                 observe=lambda timeline: self._observe(reply, timeline),
+                interrupted=self._newer_request_waits if self.interrupt_requests else None,
             )
         tokens = int(reply.body["usage"]["completion_tokens"])
         timeline = await pace_whole(record.started, tokens, self.ttft_s, self.token_s)

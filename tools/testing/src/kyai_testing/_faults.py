@@ -24,7 +24,18 @@ FAULT_SHORT_BODY = "short_body"
 #: Send a complete 200 whose JSON is cut short (Content-Length matches the cut body).
 FAULT_CUT_JSON = "cut_json"
 
-#: Every fault kind, in documentation order.
+#: A streamed answer ends with ``data: [DONE]`` after half its chunks and no
+#: ``finish_reason`` (as llama-cpp-python's interrupted streams and timing-out proxies end).
+FAULT_DONE_EARLY = "done_early"
+#: A streamed answer's body ends cleanly after half its chunks: no ``finish_reason``, no
+#: ``[DONE]``.
+FAULT_EOF_EARLY = "eof_early"
+#: A streamed answer sends every chunk, its usage and ``[DONE]``, but no ``finish_reason``.
+FAULT_NO_FINISH = "no_finish"
+#: A streamed answer ends after half its chunks with vLLM's ``finish_reason: "abort"``.
+FAULT_ABORT = "abort"
+
+#: The fault kinds a request may get by default, in documentation order.
 FAULT_KINDS: tuple[str, ...] = (
     FAULT_429,
     FAULT_500,
@@ -35,6 +46,15 @@ FAULT_KINDS: tuple[str, ...] = (
     FAULT_SHORT_BODY,
     FAULT_CUT_JSON,
 )
+#: The faults of streamed answers only (asked for by name; a whole answer is sent intact).
+STREAM_FAULT_KINDS: tuple[str, ...] = (
+    FAULT_DONE_EARLY,
+    FAULT_EOF_EARLY,
+    FAULT_NO_FINISH,
+    FAULT_ABORT,
+)
+#: Every fault kind.
+ALL_FAULT_KINDS: tuple[str, ...] = FAULT_KINDS + STREAM_FAULT_KINDS
 
 #: The fault kinds answered with an error status.
 STATUS_FAULTS: frozenset[str] = frozenset({FAULT_429, FAULT_500, FAULT_503})
@@ -58,10 +78,11 @@ class Faults:
     def __post_init__(self) -> None:
         if not 0.0 <= self.rate <= 1.0:
             raise DoubleConfigError(f"Faults.rate={self.rate} must be within [0, 1].")
-        unknown = sorted(set(self.kinds) - set(FAULT_KINDS))
+        unknown = sorted(set(self.kinds) - set(ALL_FAULT_KINDS))
         if unknown or not self.kinds:
             raise DoubleConfigError(
-                f"Faults.kinds must be a non-empty subset of {list(FAULT_KINDS)}; got {unknown}."
+                f"Faults.kinds must be a non-empty subset of {list(ALL_FAULT_KINDS)}; "
+                f"got {unknown}."
             )
         if self.stall_s < 0:
             raise DoubleConfigError(f"Faults.stall_s={self.stall_s} must not be negative.")

@@ -32,10 +32,16 @@ from kyai_testing._model import CHARS_PER_TOKEN
 #: ``Content-Type`` of a streamed answer.
 EVENT_STREAM = "text/event-stream; charset=utf-8"
 
-#: How a streamed answer is damaged on the way: cut mid-body (the connection dropped) or
-#: ended cleanly after an event cut inside its JSON.
+#: How a streamed answer is damaged on the way, half-way through its tokens: cut mid-body
+#: (the connection dropped); ended cleanly after an event cut inside its JSON; ended with
+#: ``[DONE]`` and no ``finish_reason``; ended cleanly without either; ended by vLLM's
+#: ``finish_reason: "abort"``. ``CUT_NO_FINISH`` sends every token but no ``finish_reason``.
 CUT_CONNECTION = "connection"
 CUT_EVENT = "event"
+CUT_DONE = "done"
+CUT_EOF = "eof"
+CUT_ABORT = "abort"
+CUT_NO_FINISH = "no_finish"
 
 
 @dataclass(frozen=True)
@@ -102,8 +108,15 @@ async def stream_answer(
     include_usage: bool,
     cut: str | None = None,
     observe: Callable[[Timeline], None] | None = None,
+    interrupted: Callable[[], bool] | None = None,
 ) -> web.StreamResponse:
-    """Send ``body`` (a complete chat completion) as server-sent events, paced."""
+    """Send ``body`` (a complete chat completion) as server-sent events, paced.
+
+    ``cut`` damages the stream (one of the ``CUT_*`` kinds). ``interrupted`` is asked after
+    each event is written, as llama-cpp-python's server asks whether a newer request waits
+    (``interrupt_requests``): when it says so the stream ends at once with ``data: [DONE]``
+    and no ``finish_reason``.
+    """
     response = web.StreamResponse(
         status=200, headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
     )
@@ -118,15 +131,24 @@ async def stream_answer(
     ready = time.monotonic()
     sent: list[float] = []
     for index, delta in enumerate(deltas):
-        if cut is not None and index == len(deltas) // 2:
-            return await _cut(request, response, cut)
+        if cut in _CUTS_HALF_WAY and index == len(deltas) // 2:
+            return await _cut(request, response, cut or "", head)
         await until(ready + ttft_s + index * token_s)
         # Stamped when the token is out of the engine, before it is written, as vLLM and
         # SGLang stamp theirs: the engine's TTFT can then never exceed the client's.
         sent.append(time.monotonic())
-        reason = choice["finish_reason"] if index == len(deltas) - 1 else None
+        last = index == len(deltas) - 1
+        reason = choice["finish_reason"] if last and cut != CUT_NO_FINISH else None
         event = _event({**head, "choices": [_choice(delta, reason)]})
-        await response.write(role + event if index == 0 else event)
+        if interrupted is None:
+            await response.write(role + event if index == 0 else event)
+            continue
+        # llama-cpp-python writes its role chunk on its own and looks for a newer request
+        # after every chunk: often its interrupted streams carry no token at all.
+        for piece in (role, event) if index == 0 else (event,):
+            await response.write(piece)
+            if interrupted():
+                return await _cut(request, response, CUT_DONE, head)
     if observe is not None:
         gaps = tuple(after - before for before, after in itertools.pairwise(sent))
         observe(Timeline(arrived, sent[0], gaps, sent[-1]))
@@ -141,10 +163,23 @@ def _choice(delta: dict[str, str], reason: str | None) -> dict[str, Any]:
     return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
 
 
-async def _cut(request: web.Request, response: web.StreamResponse, how: str) -> web.StreamResponse:
+#: The cuts that end a stream half-way through its tokens.
+_CUTS_HALF_WAY = frozenset({CUT_CONNECTION, CUT_EVENT, CUT_DONE, CUT_EOF, CUT_ABORT})
+
+
+async def _cut(
+    request: web.Request, response: web.StreamResponse, how: str, head: dict[str, Any]
+) -> web.StreamResponse:
+    if how == CUT_CONNECTION:
+        if request.transport is not None:
+            request.transport.close()  # the chunked body never ends: a cut connection
+        return response
     if how == CUT_EVENT:
         await response.write(b'data: {"id": "chatcmpl-cut", "choices": [{"ind\n\n')
-        await response.write_eof()
-    elif request.transport is not None:
-        request.transport.close()  # the chunked body never ends: a cut connection
+    elif how == CUT_ABORT:
+        await response.write(_event({**head, "choices": [_choice({}, "abort")]}))
+        await response.write(b"data: [DONE]\n\n")
+    elif how == CUT_DONE:
+        await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()  # CUT_EOF: the body simply ends
     return response

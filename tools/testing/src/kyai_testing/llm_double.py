@@ -25,8 +25,17 @@ plain JSON. ``GET /metrics`` serves vLLM's serving histograms (SGLang's with
 
 Fault injection (:class:`Faults`): a seeded share of chat requests answered 429, 500 or 503,
 closed or reset without an answer, stalled, sent with a body shorter than its Content-Length,
-or sent whole with their JSON cut; ``echo_headers`` makes error bodies repeat the request's
-Authorization header (raw and base64), as some gateways do.
+or sent whole with their JSON cut; and, asked for by name (``STREAM_FAULT_KINDS``), streams
+that end early as real servers and proxies end them: ``done_early`` (``[DONE]`` after half the
+tokens and no ``finish_reason``), ``eof_early`` (the body ends cleanly after half the
+tokens), ``no_finish`` (every token, no ``finish_reason``) and ``abort`` (vLLM's
+``finish_reason: "abort"`` after half the tokens). ``echo_headers`` makes error bodies repeat
+the request's Authorization header (raw and base64), as some gateways do.
+
+``--interrupt-requests`` serves one chat request at a time and ends a stream with
+``data: [DONE]`` and no ``finish_reason`` as soon as a newer request waits, as
+llama-cpp-python's server does by default (``interrupt_requests``), often before the first
+token.
 
 A rules file is a JSON list of objects with :class:`Rule`'s fields (string ``match`` and
 ``content`` only); ``"judge": true`` answers with :func:`substring_judge`.
@@ -50,7 +59,7 @@ from kyai_testing._double import (
     DoubleNotRunningError,
     LLMDouble,
 )
-from kyai_testing._faults import FAULT_KINDS, Faults
+from kyai_testing._faults import ALL_FAULT_KINDS, FAULT_KINDS, STREAM_FAULT_KINDS, Faults
 from kyai_testing._judge import substring_judge
 from kyai_testing._model import (
     DEFAULT_CONTENT,
@@ -65,10 +74,12 @@ from kyai_testing._model import (
 from kyai_testing._servers import OVERFLOW_STYLES, OverflowStyle
 
 __all__ = [
+    "ALL_FAULT_KINDS",
     "DEFAULT_CONTENT",
     "FAULT_KINDS",
     "OVERFLOW_STYLES",
     "STREAMING_NOT_SUPPORTED",
+    "STREAM_FAULT_KINDS",
     "STREAM_MODES",
     "ChatRequest",
     "DoubleConfigError",
@@ -164,6 +175,12 @@ def _parser() -> argparse.ArgumentParser:
         default="stream",
         help="answer stream=true with server-sent events, a 400 naming stream, or plain JSON",
     )
+    parser.add_argument(
+        "--interrupt-requests",
+        action="store_true",
+        help="one chat request at a time; a stream ends with [DONE] and no finish_reason as "
+        "soon as a newer request waits (llama-cpp-python's default)",
+    )
     parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
     parser.add_argument(
         "--answer", default=DEFAULT_CONTENT, help="answer when no rule matches (OK)"
@@ -181,7 +198,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--fault-kinds",
         default=",".join(FAULT_KINDS),
-        help=f"comma-separated fault kinds ({','.join(FAULT_KINDS)})",
+        help=f"comma-separated fault kinds (default {','.join(FAULT_KINDS)}; streamed "
+        f"answers only: {','.join(STREAM_FAULT_KINDS)})",
     )
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the faults (0)")
     parser.add_argument(
@@ -233,6 +251,7 @@ def build_double(args: argparse.Namespace) -> LLMDouble:
         ttft_s=args.ttft_ms / 1000.0,
         token_s=args.token_ms / 1000.0,
         stream_mode=args.stream_mode,
+        interrupt_requests=args.interrupt_requests,
     )
 
 
