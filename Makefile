@@ -55,11 +55,13 @@ demo: $(STAMP)
 demo-cli: $(STAMP)
 	$(BIN)/python -m kyai_testing.demo
 
-## make bench: the evaluation engine's throughput and memory benchmark, then the graders'
+## make bench: the evaluation engine's throughput and memory benchmark, `kyai generate`'s
+## whole-process latency against the ideal of its waves, then the graders'
 ## timings, the responsiveness figures that the tests only bound as safety nets, and the
 ## statistics (intervals, paired comparisons, ranks) on 50,000-row runs.
 bench: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
+	$(BIN)/python bench/bench_process.py
 	$(BIN)/python bench/bench_graders.py
 	$(BIN)/python bench/bench_responsiveness.py
 	$(BIN)/python bench/bench_gateway.py

@@ -165,8 +165,14 @@ def _run_reporting_errors(args: argparse.Namespace, phases: tuple[str, ...]) -> 
     )
     from kyai.evaluation._client import InvalidEndpointError
     from kyai.evaluation._redact import redact, register_secret
-    from kyai.evaluation._report import ReportError
 
+    # The status reporter (and the API models it validates with, a third of a second to
+    # import) is loaded only for --report-run: an `except ()` catches nothing.
+    report_errors: tuple[type[Exception], ...] = ()
+    if args.report_run is not None:
+        from kyai.evaluation._report import ReportError
+
+        report_errors = (ReportError,)
     _configure_logging(args.quiet)
     register_secret(os.environ.get(HF_TOKEN_ENV))
     try:
@@ -195,7 +201,7 @@ def _run_reporting_errors(args: argparse.Namespace, phases: tuple[str, ...]) -> 
     except (EndpointUnreachableError, EndpointConfigError) as exc:
         _error(args, exc)
         return EXIT_UNREACHABLE
-    except ReportError as exc:
+    except report_errors as exc:
         _error(args, exc)
         return EXIT_FAILURE
     except Exception as exc:
@@ -210,11 +216,11 @@ def _run_reporting_errors(args: argparse.Namespace, phases: tuple[str, ...]) -> 
 
 
 async def _execute(args: argparse.Namespace, phases: tuple[str, ...]) -> int:
-    from kyai.evaluation._report import StatusReporter, kubernetes_patcher
-
     async with contextlib.AsyncExitStack() as stack:
         reporter: StatusReporter | None = None
         if args.report_run is not None:
+            from kyai.evaluation._report import StatusReporter, kubernetes_patcher
+
             reporter = await stack.enter_async_context(
                 StatusReporter(kubernetes_patcher(*args.report_run))
             )

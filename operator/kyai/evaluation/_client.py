@@ -27,14 +27,13 @@ import os
 import random
 import re
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
 from urllib.parse import urlsplit
 
 import aiohttp
-import httpx
 
 from kyai import _json
 from kyai.evaluation._budget import estimate_prompt_tokens
@@ -49,6 +48,9 @@ from kyai.evaluation._stream import (
     is_event_stream,
     refuses_streaming,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -374,19 +376,6 @@ def _aiohttp_failures() -> Iterator[None]:
         ) from exc
 
 
-@contextlib.contextmanager
-def _httpx_failures() -> Iterator[None]:
-    """Map httpx's time-outs and transport errors to :class:`_TransportFailure`."""
-    try:
-        yield
-    except httpx.TimeoutException as exc:
-        raise _TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
-    except httpx.TransportError as exc:
-        raise _TransportFailure(
-            CONNECTION_ERROR, f"{type(exc).__name__}: {str(exc) or 'connection failed'}"
-        ) from exc
-
-
 class _AiohttpBackend:
     """The default transport: aiohttp, whose pool keeps up at concurrency 256."""
 
@@ -455,53 +444,6 @@ class _AiohttpBackend:
 def _proxy_configured() -> bool:
     names = ("http_proxy", "https_proxy", "all_proxy")
     return any(os.environ.get(name) or os.environ.get(name.upper()) for name in names)
-
-
-class _KeyFileAuth(httpx.Auth):
-    """httpx's view of a :class:`KeyFile`: the key as read for each request."""
-
-    def __init__(self, key_file: KeyFile) -> None:
-        self.key_file = key_file
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = f"Bearer {self.key_file.key()}"
-        yield request
-
-
-class _HttpxBackend:
-    """An httpx client as the transport (tests hand in an ``httpx.MockTransport``)."""
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
-
-    async def request(
-        self, method: str, path: str, body: bytes | None, headers: Headers = None
-    ) -> _Reply:
-        sent = {
-            **({"Content-Type": "application/json"} if body is not None else {}),
-            **(headers or {}),
-        }
-        with _httpx_failures():
-            response = await self.client.request(method, path, content=body, headers=sent or None)
-        return _Reply(response.status_code, response.headers, response.content)
-
-    async def stream(
-        self, path: str, body: bytes, feed: Feed, headers: Headers = None
-    ) -> _Reply | None:
-        """As :meth:`_AiohttpBackend.stream`."""
-        sent = {"Content-Type": "application/json", **(headers or {})}
-        with _httpx_failures():
-            async with self.client.stream("POST", path, content=body, headers=sent) as reply:
-                if reply.status_code != 200 or not is_event_stream(
-                    reply.headers.get("content-type", "")
-                ):
-                    return _Reply(reply.status_code, reply.headers, await reply.aread())
-                async for chunk in reply.aiter_bytes():
-                    feed(chunk, time.perf_counter())
-                return None
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
 
 
 def _looks_like_json(reply: _Reply) -> bool:
@@ -600,25 +542,24 @@ class ChatClient:
         self._http: httpx.AsyncClient | None = None
         self._backend: _Backend
         if transport is not None:
-            self._backend = _HttpxBackend(self._httpx_client(transport))
+            from kyai.evaluation._httpx_backend import HttpxBackend
+
+            self._backend = HttpxBackend(self._httpx_client(transport))
         else:
             self._backend = _AiohttpBackend(
                 self.base_url, self._headers, timeout_s, max_connections
             )
 
     def _httpx_client(self, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+        from kyai.evaluation._httpx_backend import make_client
+
         if self._http is None:
-            self._http = httpx.AsyncClient(
-                base_url=self.base_url,
+            self._http = make_client(
+                self.base_url,
                 headers=self._headers,
-                auth=_KeyFileAuth(self._key_file) if self._key_file is not None else None,
-                timeout=httpx.Timeout(
-                    self._timeout_s, connect=min(self._timeout_s, 30.0), pool=None
-                ),
-                limits=httpx.Limits(
-                    max_connections=self._max_connections,
-                    max_keepalive_connections=self._max_connections,
-                ),
+                key_file=self._key_file,
+                timeout_s=self._timeout_s,
+                max_connections=self._max_connections,
                 transport=transport,
             )
         return self._http

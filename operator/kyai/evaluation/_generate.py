@@ -22,9 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from kyai import __version__
 from kyai.datasets import Dataset, Row, dataset_to_dict, write_rows_jsonl
@@ -36,6 +34,9 @@ from kyai.evaluation._pool import run_pool
 from kyai.evaluation._progress import Progress, ProgressListener
 from kyai.evaluation._servermetrics import Snapshot, scrape, server_block
 from kyai.evaluation._serving import NO_TIMING, ServingRecorder, timing_fields
+
+if TYPE_CHECKING:
+    import httpx
 
 #: Prefix of candidate-side error kinds in records and summaries.
 CANDIDATE = "candidate"

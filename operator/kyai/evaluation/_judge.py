@@ -16,9 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from kyai import __version__
 from kyai.datasets import Row, read_rows_jsonl
@@ -33,6 +31,9 @@ from kyai.evaluation._progress import Progress, ProgressListener
 from kyai.evaluation._reasoning import strip_reasoning
 from kyai.evaluation._scoring import SCORING_METHOD, comparison_key, score_rows, sha256_text
 from kyai.evaluation._verdict import parse_verdict
+
+if TYPE_CHECKING:
+    import httpx
 
 #: Prefix of judge-side error kinds in records and summaries.
 JUDGE = "judge"

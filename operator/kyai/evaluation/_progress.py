@@ -6,9 +6,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from tqdm import tqdm
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class Progress:
         self._last_line = self._started
         self._bar: tqdm[Any] | None = None
         if self._stream.isatty():
+            from tqdm import tqdm  # a bar only on a terminal: logs and Jobs never load it
+
             self._bar = tqdm(
                 total=total, initial=done, desc=phase, unit="row", file=self._stream, leave=True
             )

@@ -45,9 +45,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-from prometheus_client.parser import text_string_to_metric_families
-
 from kyai.evaluation._redact import redact
 
 log = logging.getLogger(__name__)
@@ -141,6 +138,8 @@ def _figures(state: HistogramState) -> dict[str, float | None]:
 
 def parse_metrics(text: str, model: str) -> Snapshot:
     """The families this module reads, from Prometheus text (``ValueError`` if malformed)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     samples: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -183,6 +182,8 @@ def _histogram(
 
 async def scrape(url: str, model: str) -> Snapshot | None:
     """Read the engine's metrics; None (and a warning) when they cannot be read."""
+    import httpx  # only with --server-metrics: never on plain `kyai generate`'s start-up
+
     try:
         async with httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S, follow_redirects=True) as http:
             response = await http.get(url)
