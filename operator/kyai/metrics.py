@@ -4,6 +4,10 @@ The per-run series are produced at scrape time from the runs the operator curren
 so the series of a deleted run disappear with it. Labels are bounded: one series per run
 (and per error kind), never per question or request.
 
+The serving distributions (TTFT, TPOT, E2E; the client's and the engine's) are summaries, one
+per run: its quantiles, and ``_count``/``_sum`` only where the status counts the observations
+(E2E). The exposition passes ``promtool check metrics`` (tests/unit/metrics/test_promtool.py).
+
 The operator's own series (``kyai_operator_*``): build info, reconciles per kind and
 result, their errors and durations, and the standard ``process_*`` collector.
 """
@@ -26,8 +30,14 @@ from prometheus_client import (
     ProcessCollector,
     start_http_server,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 from pydantic import ValidationError
 
 from kyai import __version__
@@ -58,6 +68,11 @@ SERVING_FIGURES: tuple[tuple[str, str, str], ...] = (
     ("tpot", "tpot", "time per output token after the first"),
     ("e2e", "e2e", "end-to-end request latency"),
 )
+#: The one distribution whose observations the status counts: E2E, one per answer (the
+#: client's ``requests``; the engine's ``requests`` is its E2E histogram's count). TTFT and
+#: TPOT have fewer (no first token, fewer than two tokens) and no count in the status, so
+#: their summaries carry quantiles only, never a made-up ``_count``.
+COUNTED_FIGURE = "e2e"
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,11 @@ class Serving:
     client: Mapping[tuple[str, str], float] = field(default_factory=dict)
     #: The same from the engine's own histograms (served Workloads).
     server: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    #: figure → (observations, their sum in seconds) of the client's distributions, for the
+    #: summaries' ``_count`` and ``_sum`` (only :data:`COUNTED_FIGURE`'s: requests × mean).
+    client_totals: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    #: The same of the engine's.
+    server_totals: Mapping[str, tuple[int, float]] = field(default_factory=dict)
     output_tokens_per_second: float | None = None
     gpu_seconds: float | None = None
 
@@ -84,6 +104,16 @@ def _quantiles(figures: ServingStatus | ServerServing | None) -> dict[tuple[str,
     return found
 
 
+def _totals(figures: ServingStatus | ServerServing | None) -> dict[str, tuple[int, float]]:
+    """``{"e2e": (requests, requests × mean in seconds)}`` when both are known (µs rounding)."""
+    if figures is None or figures.requests is None:
+        return {}
+    mean_ms = getattr(figures, f"{COUNTED_FIGURE}_mean_ms")
+    if mean_ms is None:
+        return {}
+    return {COUNTED_FIGURE: (figures.requests, round(figures.requests * mean_ms / 1000.0, 6))}
+
+
 def serving_view(serving: ServingStatus | None) -> Serving:
     """The exported serving figures of ``status.serving`` (milliseconds to seconds)."""
     if serving is None:
@@ -91,6 +121,8 @@ def serving_view(serving: ServingStatus | None) -> Serving:
     return Serving(
         client=_quantiles(serving),
         server=_quantiles(serving.server),
+        client_totals=_totals(serving),
+        server_totals=_totals(serving.server),
         output_tokens_per_second=serving.output_tokens_per_second,
         gpu_seconds=serving.gpu_seconds,
     )
@@ -195,12 +227,6 @@ def run_families(runs: list[RunView]) -> Iterator[Metric]:
         "Mean latency of the candidate's successful answers, in seconds.",
         labels=RUN_LABELS,
     )
-    latency = GaugeMetricFamily(
-        "kyai_evaluation_latency_ms",
-        "Deprecated: use kyai_evaluation_latency_seconds; removed in the next release. "
-        "Mean latency of the candidate's successful answers, in milliseconds.",
-        labels=RUN_LABELS,
-    )
     questions = GaugeMetricFamily(
         "kyai_evaluation_questions", "Questions in the run's snapshot.", labels=RUN_LABELS
     )
@@ -225,7 +251,6 @@ def run_families(runs: list[RunView]) -> Iterator[Metric]:
         if run.avg_score is not None:
             score.add_metric(run.labels, float(run.avg_score))
         if run.avg_latency_ms is not None:
-            latency.add_metric(run.labels, float(run.avg_latency_ms))
             latency_seconds.add_metric(run.labels, float(run.avg_latency_ms) / 1000.0)
         if run.questions is not None:
             questions.add_metric(run.labels, float(run.questions))
@@ -235,7 +260,7 @@ def run_families(runs: list[RunView]) -> Iterator[Metric]:
             duration.add_metric(run.labels, run.duration_seconds)
     for (namespace, phase), count in sorted(counts.items()):
         phases.add_metric((namespace, phase), float(count))
-    yield from (score, latency_seconds, latency, questions, errors, duration, phases)
+    yield from (score, latency_seconds, questions, errors, duration, phases)
 
 
 # -- the score's interval (issue 21) and the serving figures (issue 22) -------------------------
@@ -264,25 +289,61 @@ def interval_families(runs: list[RunView]) -> Iterator[Metric]:
     yield from (bounds, standard_error)
 
 
+#: Who measured, and what a summary's ``_count`` counts, by source.
+SERVING_SOURCES: tuple[tuple[str, str, str, str], ...] = (
+    ("client", "kyai_evaluation", "measured by the run's client", "the answers received"),
+    (
+        "server",
+        "kyai_evaluation_server",
+        "from the serving engine's own histograms (quantiles estimated from its buckets)",
+        "the requests the engine finished meanwhile",
+    ),
+)
+
+
+def _serving_help(what: str, who: str, counted: str, figure: str) -> str:
+    totals = (
+        f"; _count {counted}, _sum their latencies (the mean times the count)"
+        if figure == COUNTED_FIGURE
+        else " only (the status keeps no count of its observations: no _count or _sum)"
+    )
+    return (
+        f"The {what} of a succeeded run's generation phase in seconds, {who}: its 0.5, 0.9 "
+        f"and 0.99 quantiles{totals}."
+    )
+
+
+def serving_summary(runs: list[RunView], source: str, figure: str) -> SummaryMetricFamily:
+    """One serving distribution of one source (``client`` or ``server``) as a summary.
+
+    Per run its quantiles, and ``_count``/``_sum`` where the status counts the observations
+    (:data:`COUNTED_FIGURE`).
+    """
+    _, prefix, who, counted = next(s for s in SERVING_SOURCES if s[0] == source)
+    _, name, what = next(f for f in SERVING_FIGURES if f[0] == figure)
+    family_name = f"{prefix}_{name}_seconds"
+    family = SummaryMetricFamily(
+        family_name, _serving_help(what, who, counted, figure), labels=RUN_LABELS
+    )
+    for run in runs:
+        quantiles = run.serving.client if source == "client" else run.serving.server
+        totals = run.serving.client_totals if source == "client" else run.serving.server_totals
+        labels = dict(zip(RUN_LABELS, run.labels, strict=True))
+        for quantile, _ in QUANTILES:
+            value = quantiles.get((figure, quantile))
+            if value is not None:
+                family.samples.append(Sample(family_name, {**labels, "quantile": quantile}, value))
+        if figure in totals:
+            count, total = totals[figure]
+            family.add_metric(run.labels, count, total)
+    return family
+
+
 def serving_families(runs: list[RunView]) -> Iterator[Metric]:
-    """TTFT, TPOT and E2E quantiles (client and engine), output tokens/s, GPU-seconds."""
-    for source, prefix, who in (
-        ("client", "kyai_evaluation", "measured by the run's client"),
-        ("server", "kyai_evaluation_server", "from the serving engine's own histograms"),
-    ):
-        for figure, name, what in SERVING_FIGURES:
-            family = GaugeMetricFamily(
-                f"{prefix}_{name}_seconds",
-                f"Quantiles of the {what} in a succeeded run's generation phase, {who} (seconds).",
-                labels=(*RUN_LABELS, "quantile"),
-            )
-            for run in runs:
-                figures = run.serving.client if source == "client" else run.serving.server
-                for quantile, _ in QUANTILES:
-                    value = figures.get((figure, quantile))
-                    if value is not None:
-                        family.add_metric((*run.labels, quantile), value)
-            yield family
+    """TTFT, TPOT and E2E summaries (client and engine), output tokens/s, GPU-seconds."""
+    for source, _, _, _ in SERVING_SOURCES:
+        for figure, _, _ in SERVING_FIGURES:
+            yield serving_summary(runs, source, figure)
     rate = GaugeMetricFamily(
         "kyai_evaluation_output_tokens_per_second",
         "Output tokens per second of a succeeded run's generation phase (all answers' tokens "
