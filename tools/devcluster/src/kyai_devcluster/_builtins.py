@@ -325,8 +325,10 @@ def _pod(obj: Obj, old: Obj | None) -> list[FieldError]:
         default_pod_spec(spec)
     errors = validate_pod_spec(spec, "spec", restart_policies=("Always", "OnFailure", "Never"))
     if old is None:
-        if isinstance(spec, dict):
-            spec.setdefault("nodeName", NODE_NAME)  # scheduled at once: there is one node
+        if isinstance(spec, dict) and not spec.get("schedulingGates"):
+            # Scheduled at once (there is one node), unless scheduling gates hold it back:
+            # the kubelet binds a gated pod when its gates are removed.
+            spec.setdefault("nodeName", NODE_NAME)
         obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
     return errors
 
@@ -432,9 +434,40 @@ def _job(obj: Obj, old: Obj | None) -> list[FieldError]:
             errors.append(
                 FieldError.invalid(f"spec.{key}", value, "must be greater than or equal to 0")
             )
-    if old is not None and (old.get("spec") or {}).get("template") != spec.get("template"):
+    if old is not None and _template_changed(old, spec):
         errors.append(FieldError.invalid("spec.template", "object", "field is immutable"))
     return errors
+
+
+#: What a suspended Job that never started may change in its pod template (Kubernetes'
+#: mutable scheduling directives: what Kueue sets on admission and restores on eviction).
+_SCHEDULING_DIRECTIVES = ("nodeSelector", "affinity", "tolerations", "schedulingGates")
+
+
+def _template_changed(old: Obj, spec: Obj) -> bool:
+    before = (old.get("spec") or {}).get("template")
+    after = spec.get("template")
+    if before == after:
+        return False
+    suspended = bool((old.get("spec") or {}).get("suspend"))
+    if not suspended or (old.get("status") or {}).get("startTime"):
+        return True
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return True
+    pod_before = dict(before.get("spec") or {})
+    pod_after = dict(after.get("spec") or {})
+    for key in _SCHEDULING_DIRECTIVES:
+        pod_before.pop(key, None)
+        pod_after.pop(key, None)
+    meta_before = {
+        k: v
+        for k, v in (before.get("metadata") or {}).items()
+        if k not in ("labels", "annotations")
+    }
+    meta_after = {
+        k: v for k, v in (after.get("metadata") or {}).items() if k not in ("labels", "annotations")
+    }
+    return pod_before != pod_after or meta_before != meta_after
 
 
 def _pvc(obj: Obj, old: Obj | None) -> list[FieldError]:

@@ -38,6 +38,7 @@ from kyai_devcluster._images import (
     DEFAULT_STANDIN_IMAGE,
 )
 from kyai_devcluster._kubelet import Kubelet, RuntimeName
+from kyai_devcluster._kueue import KueueController, install_crds, kueue_webhook
 from kyai_devcluster._network import HostsFile, ServiceProxy, network_env
 from kyai_devcluster._pki import Pki, PkiError, make_pki
 from kyai_devcluster._runtime import EntryFunction, PodmanRuntime, ProcessRuntime, Runtime
@@ -137,6 +138,7 @@ class DevCluster:
     engine stand-in (``python -m kyai_testing.engines``) that serving engines' images run.
     ``entrypoint_function`` (process runtime) replaces ``entrypoint``: a local-image
     container without a command runs as that coroutine in the devcluster's event loop.
+    ``kueue`` installs Kueue's CRDs and runs the Kueue emulation (:mod:`kyai_devcluster._kueue`).
     """
 
     def __init__(
@@ -159,6 +161,7 @@ class DevCluster:
         max_probe_period: float | None = 1.0,
         engine_command: Sequence[str] | None = None,
         entrypoint_function: EntryFunction | None = None,
+        kueue: bool = False,
     ) -> None:
         if runtime not in ("process", "podman"):
             raise DevClusterError(f"runtime must be 'process' or 'podman', not {runtime!r}")
@@ -189,6 +192,7 @@ class DevCluster:
         self.max_probe_period = max_probe_period
         self.engine_command = tuple(engine_command) if engine_command else None
         self.entrypoint_function = entrypoint_function
+        self.kueue = kueue
         self.pki: Pki | None = None
         self._https_runner: web.AppRunner | None = None
         self._proxy: ServiceProxy | None = None
@@ -293,6 +297,9 @@ class DevCluster:
             ReplicaSetController(self.store),
             JobController(self.store, backoff_seconds=self._job_backoff_seconds),
         ]
+        if self.kueue:
+            self._controllers.append(KueueController(self.store))
+            self.store.mutators.append(kueue_webhook)
         for controller in self._controllers:
             self.store.subscribe(controller.on_event)
             controller.start()
@@ -360,6 +367,8 @@ class DevCluster:
         namespaces = self.store.type_for(*NAMESPACES)
         for name in INITIAL_NAMESPACES:
             self.store.create(namespaces, None, {"metadata": {"name": name}})
+        if self.kueue:
+            install_crds(self.store)
         nodes = self.store.type_for("", "nodes")
         node = self.store.create(
             nodes,

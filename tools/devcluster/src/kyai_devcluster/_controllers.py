@@ -695,6 +695,14 @@ class JobController(Controller):
             )
             self._write(jobs, job, status)
             return
+        suspended = next((c for c in conditions if c.get("type") == "Suspended"), None)
+        if suspended is not None and suspended.get("status") == "True":
+            # Resumed: the condition turns False and the start time is reset (as Kubernetes).
+            conditions = set_condition(
+                conditions, "Suspended", "False", "JobResumed", "Job resumed", now_text
+            )
+            status.update(conditions=conditions, startTime=now_text)
+            record_event(self.store, job, "Normal", "Resumed", "Job resumed")
         status.setdefault("startTime", now_text)
         started = parse_time(status["startTime"])
         elapsed = now - started.timestamp() if started else 0.0

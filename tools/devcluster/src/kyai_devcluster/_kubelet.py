@@ -256,6 +256,8 @@ class Kubelet:
         self._kubeconfig_for = kubeconfig_for
         self._claim_dir = claim_dir
         self._runs: dict[str, PodRun] = {}
+        #: Pods held back by scheduling gates (uid -> (namespace, name)): not bound, not run.
+        self._gated: dict[str, tuple[str, str]] = {}
         self._closed = False
 
     # -- paths ------------------------------------------------------------------------------
@@ -297,6 +299,20 @@ class Kubelet:
         if event.group_resource != PODS or self._closed:
             return
         uid = meta(event.obj).get("uid", "")
+        gates = (event.obj.get("spec") or {}).get("schedulingGates")
+        if event.type == "ADDED" and gates:
+            self._gated[uid] = (meta(event.obj)["namespace"], meta(event.obj)["name"])
+            asyncio.get_running_loop().call_soon(self._hold, uid)
+            return
+        if uid in self._gated:
+            if event.type == "DELETED" or meta(event.obj).get("deletionTimestamp"):
+                del self._gated[uid]
+                return
+            if gates:
+                return
+            del self._gated[uid]
+            asyncio.get_running_loop().call_soon(self._bind, uid, meta(event.obj)["name"])
+            return
         if event.type == "ADDED":
             run = PodRun(uid, meta(event.obj)["namespace"], meta(event.obj)["name"])
             self._runs[uid] = run
@@ -310,6 +326,56 @@ class Kubelet:
                 stopping.stopper = asyncio.get_running_loop().create_task(
                     self._stop_run(stopping, remove=event.type == "DELETED")
                 )
+
+    def _hold(self, uid: str) -> None:
+        """A gated pod: Pending, PodScheduled False (SchedulingGated), as the scheduler says."""
+        where = self._gated.get(uid)
+        if where is None or self._closed:
+            return
+        pods = self.store.type_for(*PODS)
+        pod = self.store.find(pods, *where)
+        if pod is None or meta(pod).get("uid") != uid:
+            return
+        status = dict(pod.get("status") or {})
+        status["phase"] = "Pending"
+        status["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "lastProbeTime": None,
+                "lastTransitionTime": now_rfc3339(),
+                "reason": "SchedulingGated",
+                "message": "Scheduling is blocked due to non-empty scheduling gates",
+            }
+        ]
+        self.store.write_status(pods, pod, status)
+
+    def _bind(self, uid: str, name: str) -> None:
+        """The gates are gone: bind the pod to the node (the kubelet then starts it)."""
+        if self._closed:
+            return
+        pods = self.store.type_for(*PODS)
+        located = self.store.by_uid(uid)
+        if located is None or meta(located[1]).get("deletionTimestamp"):
+            return
+        pod = located[1]
+        updated = copy.deepcopy(pod)
+        updated.setdefault("spec", {})["nodeName"] = NODE_NAME
+        updated.setdefault("status", {})["conditions"] = [
+            c
+            for c in (pod.get("status") or {}).get("conditions") or []
+            if c.get("type") != "PodScheduled"
+        ]
+        self.store.write_status(pods, pod, updated["status"])
+        current = self.store.find(pods, meta(pod).get("namespace"), name) or pod
+        bound = copy.deepcopy(current)
+        bound["spec"]["nodeName"] = NODE_NAME
+        self.store.write_spec(pods, current, bound)
+        run = PodRun(uid, meta(pod)["namespace"], name)
+        self._runs[uid] = run
+        run.task = asyncio.get_running_loop().create_task(
+            self._run_pod(run), name=f"devcluster-pod-{run.namespace}/{run.name}"
+        )
 
     async def close(self) -> None:
         """Kill every process and wait for the pod tasks (shutdown)."""

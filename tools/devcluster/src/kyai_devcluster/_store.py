@@ -178,6 +178,9 @@ class Store:
         self._listeners: list[Callable[[Event], None]] = []
         #: The CEL rules of the served CRDs (compiled once per schema).
         self.cel = _cel.CelValidator()
+        #: Mutating admission of creates (e.g. Kueue's webhooks): called before defaulting and
+        #: validation with ``(type, object, None)``; they change the object in place.
+        self.mutators: list[Admission] = []
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -532,6 +535,8 @@ class Store:
             metadata.pop("generation", None)
         if "status" in rt.subresources:
             obj.pop("status", None)
+        for mutate in self.mutators:
+            mutate(rt, obj, None)
         warnings = self._prepare(rt, obj, None, field_validation=field_validation)
         if admit is not None:
             admit(rt, obj, None)

@@ -121,6 +121,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="cap on probes' periodSeconds (0: no cap; default: %(default)s)",
     )
     parser.add_argument(
+        "--kueue",
+        action="store_true",
+        help=(
+            "install Kueue's CRDs (kueue.x-k8s.io/v1beta1) and emulate its admission of queued "
+            "Jobs and Pods (README: Kueue emulation)"
+        ),
+    )
+    parser.add_argument(
         "--verbose", action="store_true", help="log requests and controller activity"
     )
     parser.set_defaults(handler=run)
@@ -150,6 +158,7 @@ async def _serve(args: argparse.Namespace) -> int:
     import signal
 
     from kyai_devcluster._cluster import DevCluster, DevClusterError
+    from kyai_devcluster._kueue import KUEUE_VERSION
 
     function = None
     if args.entrypoint_function:
@@ -172,6 +181,7 @@ async def _serve(args: argparse.Namespace) -> int:
         https_port=args.https_port,
         max_probe_period=args.max_probe_period or None,
         entrypoint_function=function,
+        kueue=args.kueue,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -187,6 +197,8 @@ async def _serve(args: argparse.Namespace) -> int:
         if cluster.https_url:
             print(f"in-cluster HTTPS at {cluster.https_url}", flush=True)
         print(f"runtime: {cluster.runtime_name}", flush=True)
+        if args.kueue:
+            print(f"kueue: emulating Kueue {KUEUE_VERSION} (kueue.x-k8s.io/v1beta1)", flush=True)
         print(f"kubeconfig: {cluster.kubeconfig_path}", flush=True)
         print(f"workdir: {cluster.workdir}", flush=True)
         print(f"  export KUBECONFIG={cluster.kubeconfig_path}", flush=True)
