@@ -3,10 +3,11 @@
 Both are run directories of ``kyai run`` / ``kyai judge`` (or their ``summary.json``) of one
 comparison key, on the same rows (:mod:`kyai.results` refuses anything else, exit 2). The
 comparison is paired, question by question (:func:`kyai.stats.compare`): the mean difference
-with its t interval, the exact McNemar test for 0/1 scores or the paired t-test otherwise,
-the minimum detectable effect at 80 % power, a verdict, and with ``--non-inferiority M`` the
-gate ``interval.low > -M`` (exit 4 when it fails: "the quantized model is not more than
-2 points worse").
+with its interval (Bonett–Price with the exact McNemar test for 0/1 scores, else t with the
+paired t-test), the minimum detectable effect at 80 % power, a verdict, and with
+``--non-inferiority M`` the gate ``interval.low > -M`` (exit 4 when it fails: "the quantized
+model is not more than 2 points worse"). Continuous scores whose differences are all equal
+give no interval and no verdict: said so, and the gate fails (exit 4), never passes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 FORMATS = ("table", "json")
 
 _TESTS = {"mcnemar-exact": "McNemar exact", "paired-t": "paired t"}
+_METHODS = {"bonett-price": "Bonett-Price", "t": "t"}
 
 
 def _margin(text: str) -> float:
@@ -51,10 +53,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "compare",
         help="is a candidate run really better or worse than a baseline run? (paired tests)",
         description="Compare two runs of one comparison key question by question: the mean "
-        "difference (candidate - baseline) with its interval, the exact McNemar test for 0/1 "
-        "scores or the paired t-test otherwise, the smallest difference this comparison "
-        "detects with 80 % power, and a verdict. Runs with different comparison keys, row "
-        "counts or row ids are refused.",
+        "difference (candidate - baseline) with its interval (Bonett-Price and the exact "
+        "McNemar test for 0/1 scores, else t and the paired t-test), the smallest difference "
+        "this comparison detects with 80 % power, and a verdict. Runs with different "
+        "comparison keys, row counts or row ids are refused.",
     )
     parser.add_argument(
         "baseline",
@@ -76,7 +78,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         type=_margin,
         metavar="M",
         help="a gate: exit 4 unless the candidate is non-inferior with margin M, i.e. the "
-        "interval's low end is above -M (score units: 0.02 is 2 points)",
+        "interval's low end is above -M (score units: 0.02 is 2 points); exit 4 too when no "
+        "interval can be estimated",
     )
     parser.add_argument(
         "--alpha",
@@ -112,7 +115,7 @@ def _handle(args: argparse.Namespace) -> int:
         print(render_json(baseline, candidate, result, intervals))
     else:
         print(render_table(baseline, candidate, result, intervals))
-    if result.non_inferior is False:
+    if result.non_inferiority_margin is not None and not result.non_inferior:
         return EXIT_GATE_FAILED
     return EXIT_OK
 
@@ -161,15 +164,24 @@ def _p(value: float) -> str:
     return f"{value:.2g}" if value < 0.001 else f"{value:.3f}".rstrip("0").rstrip(".")
 
 
-def verdict_sentence(baseline: RunResults, candidate: RunResults, result: Comparison) -> str:
-    """The one sentence to act on: better, worse or no detectable difference, with figures."""
+def _figures(result: Comparison) -> str:
+    """The difference, its interval and the test's p-value, as the verdict sentence says them."""
+    test = _TESTS[result.test]
+    if result.interval is None or result.p_value is None:
+        return f"{_points(result.mean_difference)} points (no interval, no {test} p-value)"
     level = f"{result.confidence * 100:g} %"
-    figures = (
+    return (
         f"{_points(result.mean_difference)} points ({level} CI {_points(result.interval.low)} "
-        f"to {_points(result.interval.high)}; {_TESTS[result.test]} p = {_p(result.p_value)}) "
-        f"on {result.n} paired questions"
+        f"to {_points(result.interval.high)}; {test} p = {_p(result.p_value)})"
     )
+
+
+def verdict_sentence(baseline: RunResults, candidate: RunResults, result: Comparison) -> str:
+    """The one sentence to act on: better, worse, no detectable difference or no verdict."""
+    figures = f"{_figures(result)} on {result.n} paired questions"
     base, cand = _label(baseline), _label(candidate)
+    if result.verdict is None or result.minimum_detectable_effect is None:
+        return f"No verdict between {cand} and {base}: {figures}; {result.not_estimable}."
     if result.verdict == "better":
         return f"{cand} is better than {base}: {figures}."
     if result.verdict == "worse":
@@ -188,8 +200,14 @@ def non_inferiority_sentence(
     if result.non_inferiority_margin is None:
         return None
     margin = _points(result.non_inferiority_margin, sign=False)
-    low = _points(result.interval.low)
     base, cand = _label(baseline), _label(candidate)
+    if result.interval is None:
+        return (
+            f"{cand} is NOT shown non-inferior to {base} with a margin of {margin} points: "
+            "the interval of the difference cannot be estimated, so no verdict is drawn "
+            "(exit status 4)."
+        )
+    low = _points(result.interval.low)
     if result.non_inferior:
         return (
             f"{cand} is non-inferior to {base} with a margin of {margin} points: the "
@@ -208,6 +226,34 @@ def _interval_cell(interval: Interval) -> str:
     )
 
 
+def _estimates(result: Comparison, test: str) -> list[tuple[str, str]]:
+    """The table's rows of the standard error, the interval, the test and the detectable."""
+    level = f"{result.confidence * 100:g} %"
+    method = _METHODS[result.interval_method]
+    if (
+        result.interval is None
+        or result.standard_error is None
+        or result.p_value is None
+        or result.minimum_detectable_effect is None
+    ):
+        return [
+            (
+                "difference interval",
+                f"not estimable ({level}, {method}): the differences do not vary",
+            ),
+            ("test", f"{test}: no p-value, no verdict"),
+        ]
+    significance = "significant" if result.significant else "not significant"
+    return [
+        ("standard error", f"{_points(result.standard_error, sign=False)} points ({method})"),
+        ("difference interval", f"{_points(result.interval.low)} to "
+                                f"{_points(result.interval.high)} points ({level}, {method})"),
+        ("test", f"{test}: p = {_p(result.p_value)}, {significance} at α = {result.alpha:g}"),
+        ("detectable", f"{_points(result.minimum_detectable_effect, sign=False)} points with "
+                       f"{result.power * 100:g} % power (minimum detectable effect)"),
+    ]  # fmt: skip
+
+
 def render_table(
     baseline: RunResults,
     candidate: RunResults,
@@ -219,14 +265,12 @@ def render_table(
     gate = non_inferiority_sentence(baseline, candidate, result)
     if gate is not None:
         lines.append(gate)
-    level = f"{result.confidence * 100:g} %"
     test = _TESTS[result.test]
     if result.discordant is not None:
         test += (
             f" ({result.discordant.baseline_only} right only in the baseline, "
             f"{result.discordant.candidate_only} only in the candidate)"
         )
-    significance = "significant" if result.significant else "not significant"
     rows = [
         ("", "baseline", "candidate"),
         ("run", baseline.name, candidate.name),
@@ -236,12 +280,7 @@ def render_table(
     ]
     details = [
         ("difference", f"{_points(result.mean_difference)} points (candidate - baseline)"),
-        ("standard error", f"{_points(result.standard_error, sign=False)} points"),
-        ("difference interval", f"{_points(result.interval.low)} to "
-                                f"{_points(result.interval.high)} points ({level}, t)"),
-        ("test", f"{test}: p = {_p(result.p_value)}, {significance} at α = {result.alpha:g}"),
-        ("detectable", f"{_points(result.minimum_detectable_effect, sign=False)} points with "
-                       f"{result.power * 100:g} % power (minimum detectable effect)"),
+        *_estimates(result, test),
         ("comparison key", f"{baseline.comparison_key} ({baseline.dataset or '-'}, {result.n} "
                            "questions)"),
     ]  # fmt: skip

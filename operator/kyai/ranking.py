@@ -7,7 +7,8 @@ or from summary.json files and renders the boards), shared with the EvaluationSw
 (:mod:`kyai.sweeps`), which ranks its cells exactly as the leaderboard does. Results are never
 ranked across comparison keys; within a key, the rank is tie-aware (:func:`kyai.stats.ranks`:
 pairwise paired tests, Holm–Bonferroni, ``rank = 1 +`` the number of runs significantly
-better), and runs of one key whose rows differ are refused (:class:`SummaryError`).
+better; a pair of continuous runs whose differences are all equal is not tested and separates
+nothing), and runs of one key whose rows differ are refused (:class:`SummaryError`).
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ class Entry:
 
 #: How ranks are decided, as the JSON output and the table's footer say.
 RANKING_METHOD = (
-    "pairwise paired tests on per-question scores (McNemar exact for 0/1 scores, else paired t), "
-    "Holm-Bonferroni over all pairs; rank = 1 + the number of runs significantly better"
+    "pairwise paired tests on per-question scores (McNemar exact for 0/1 scores, else paired t; "
+    "continuous differences that are all equal: no test, p = 1), Holm-Bonferroni over all "
+    "pairs; rank = 1 + the number of runs significantly better"
 )
 NO_SCORES = "no per-question scores (summary.json 'scores', status.scores or status.scoresPacked)"
 

@@ -8,17 +8,28 @@ real?"):
   every score is 0 or 1, else ``mean ± t(1-α/2, n-1)·sd/√n`` clipped to [0, 1];
   ``standard_error`` is ``sd/√n`` (sample sd, ddof 1) in both cases.
 - :func:`compare`: a candidate against a baseline on the same rows, from the differences
-  ``d_i = candidate_i - baseline_i``: mean, ``sd(d)/√n``, the t interval, the exact McNemar
-  test when every score of both runs is 0 or 1 (else the paired t-test), the minimum
-  detectable effect at 80 % power, the verdict and non-inferiority (``interval.low > -M``).
+  ``d_i = candidate_i - baseline_i``: their mean; when every score of both runs is 0 or 1,
+  the Bonett–Price interval of the difference of paired proportions and the exact McNemar
+  test, else the t interval of ``mean(d)`` (``sd(d)/√n``) and the paired t-test; the minimum
+  detectable effect at 80 % power from the interval's standard error; the verdict and
+  non-inferiority (``interval.low > -M``).
 - :func:`ranks`: the tie-aware ranks of several runs of one comparison key: every pair
   compared as above, Holm–Bonferroni over all pairs, ``rank_i = 1 +`` the number of runs
   significantly better than run ``i``.
 
+Never more than the data: the Bonett–Price interval (Bonett & Price 2012, one of the
+intervals Fagerland, Lydersen & Laake 2014 recommend for paired binomial proportions) adds
+one pseudo-question to each kind of discordant pair, so it stays wide when few or no
+questions are discordant (±0.55 on 3 questions, ±0.027 on 100), where the t interval of
+equal differences has width 0 and would pass any non-inferiority margin. Continuous scores
+whose differences are all equal (to within :data:`EQUAL_TOLERANCE`) have no estimable
+interval (no variance is seen, whatever the number of questions): the comparison says so
+(``not_estimable``, the reason) and draws no verdict, p-value or non-inferiority from them.
+
 Choices the issue leaves open: a test is significant when ``p <= α`` (as Holm's steps are);
 fewer than 2 questions are refused (:class:`StatsError`: a sample standard deviation needs
-two); when every difference is the same number the paired t p-value is 1.0 if that number is
-0 and 0.0 otherwise (scipy's ``ttest_rel`` gives NaN for the first and 0.0 for the second).
+two); a pair that no test can be made of counts as ``p = 1`` among Holm's p-values (it
+separates nothing).
 
 scipy and numpy are imported inside the functions that use them: ``kyai --version`` and
 ``kyai --help`` import this module's callers without paying for either.
@@ -39,9 +50,11 @@ if TYPE_CHECKING:
 __all__ = [
     "ALPHA",
     "CONFIDENCE",
+    "EQUAL_TOLERANCE",
     "POWER",
     "Bounds",
     "Comparison",
+    "DifferenceMethod",
     "Discordant",
     "Interval",
     "StatsError",
@@ -59,7 +72,13 @@ ALPHA = 0.05
 #: The power at which the minimum detectable effect is stated.
 POWER = 0.80
 
+#: Continuous differences whose spread (max - min) is at most this are "all equal": scores
+#: that differ only by floating-point rounding (0.5 - 0.4 and 0.6 - 0.5) count as equal.
+EQUAL_TOLERANCE = 1e-9
+
 IntervalMethod = Literal["wilson", "t"]
+#: The interval of a paired difference: Bonett–Price for 0/1 scores, else t.
+DifferenceMethod = Literal["bonett-price", "t"]
 TestName = Literal["mcnemar-exact", "paired-t"]
 Verdict = Literal["better", "worse", "no detectable difference"]
 
@@ -123,23 +142,36 @@ class Discordant:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A candidate compared with a baseline on the same questions (paired)."""
+    """A candidate compared with a baseline on the same questions (paired).
+
+    ``not_estimable`` says why no interval could be estimated (continuous scores whose
+    differences are all equal); then ``interval``, ``standard_error``,
+    ``minimum_detectable_effect``, ``p_value``, ``verdict`` and ``non_inferior`` are None:
+    no verdict is drawn.
+    """
 
     n: int
     mean_difference: float
-    standard_error: float
-    interval: Bounds
+    standard_error: float | None
+    interval: Bounds | None
+    interval_method: DifferenceMethod
     confidence: float
     alpha: float
     test: TestName
-    p_value: float
+    p_value: float | None
     significant: bool
-    minimum_detectable_effect: float
+    minimum_detectable_effect: float | None
     power: float
     discordant: Discordant | None
-    verdict: Verdict
+    verdict: Verdict | None
     non_inferiority_margin: float | None = None
     non_inferior: bool | None = None
+    not_estimable: str | None = None
+
+    @property
+    def rank_p_value(self) -> float:
+        """The p-value Holm's procedure takes for ranks: 1.0 when no test could be made."""
+        return 1.0 if self.p_value is None else self.p_value
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form of ``kyai compare -o json`` (``non_inferior`` only with a margin)."""
@@ -147,7 +179,10 @@ class Comparison:
             "n": self.n,
             "mean_difference": self.mean_difference,
             "standard_error": self.standard_error,
-            "interval": {"low": self.interval.low, "high": self.interval.high},
+            "interval": None
+            if self.interval is None
+            else {"low": self.interval.low, "high": self.interval.high},
+            "interval_method": self.interval_method,
             "confidence": self.confidence,
             "alpha": self.alpha,
             "test": self.test,
@@ -162,6 +197,7 @@ class Comparison:
                 "candidate_only": self.discordant.candidate_only,
             },
             "verdict": self.verdict,
+            "not_estimable": self.not_estimable,
         }
         if self.non_inferiority_margin is not None:
             out["non_inferiority_margin"] = self.non_inferiority_margin
@@ -251,11 +287,14 @@ def compare(
 ) -> Comparison:
     """The paired comparison of ``candidate`` with ``baseline`` (same rows, same order).
 
-    ``d = candidate - baseline``; ``mean_difference = mean(d)``; ``standard_error =
-    sd(d)/√n``; ``interval = mean(d) ± t.ppf(1 - α/2, n - 1)·sd(d)/√n``. The p-value is the
-    exact McNemar test (``binomtest(min(b, c), b + c, 0.5)``, 1.0 when ``b + c = 0``) when
-    every score of both runs is 0 or 1, else the paired t-test (``ttest_rel(candidate,
-    baseline)``). ``minimum_detectable_effect = (norm.ppf(1 - α/2) + norm.ppf(0.80))·sd(d)/√n``.
+    ``d = candidate - baseline``; ``mean_difference = mean(d)``. When every score of both runs
+    is 0 or 1 (b questions right only in the baseline, c only in the candidate): the
+    Bonett–Price interval (:func:`_bonett_price`) and the exact McNemar test
+    (``binomtest(min(b, c), b + c, 0.5)``, 1.0 when ``b + c = 0``). Otherwise
+    ``standard_error = sd(d)/√n``, ``interval = mean(d) ± t.ppf(1 - α/2, n - 1)·sd(d)/√n``
+    and the paired t-test (``ttest_rel(candidate, baseline)``) — unless every difference is
+    the same number: then nothing is estimable (``not_estimable``, no verdict).
+    ``minimum_detectable_effect = (norm.ppf(1 - α/2) + norm.ppf(0.80))·standard_error``.
     With a margin ``M``, the candidate is non-inferior when ``interval.low > -M``.
     """
     from scipy import stats
@@ -273,9 +312,6 @@ def compare(
     n = int(base.size)
     diff = cand - base
     mean = float(diff.mean())
-    standard_error = float(diff.std(ddof=1)) / math.sqrt(n)
-    half = float(stats.t.ppf(1.0 - alpha / 2.0, n - 1)) * standard_error
-    interval = Bounds(mean - half, mean + half)
     discordant: Discordant | None = None
     if _binary(base) and _binary(cand):
         discordant = Discordant(
@@ -283,10 +319,17 @@ def compare(
             candidate_only=int(((base == 0.0) & (cand == 1.0)).sum()),
         )
         test: TestName = "mcnemar-exact"
+        method: DifferenceMethod = "bonett-price"
+        interval, standard_error = _bonett_price(discordant, n, alpha)
         p_value = _mcnemar_exact(discordant)
+    elif float(diff.max() - diff.min()) <= EQUAL_TOLERANCE:
+        return _not_estimable(n, mean, alpha, non_inferiority)
     else:
-        test = "paired-t"
-        p_value = _paired_t(cand, base, diff)
+        test, method = "paired-t", "t"
+        standard_error = float(diff.std(ddof=1)) / math.sqrt(n)
+        half = float(stats.t.ppf(1.0 - alpha / 2.0, n - 1)) * standard_error
+        interval = Bounds(mean - half, mean + half)
+        p_value = _paired_t(cand, base)
     significant = p_value <= alpha
     z = float(stats.norm.ppf(1.0 - alpha / 2.0)) + float(stats.norm.ppf(POWER))
     verdict: Verdict = "no detectable difference"
@@ -297,6 +340,7 @@ def compare(
         mean_difference=mean,
         standard_error=standard_error,
         interval=interval,
+        interval_method=method,
         confidence=1.0 - alpha,
         alpha=alpha,
         test=test,
@@ -311,6 +355,54 @@ def compare(
     )
 
 
+def _not_estimable(n: int, mean: float, alpha: float, margin: float | None) -> Comparison:
+    """The comparison of continuous scores whose differences are all ``mean``: no verdict."""
+    return Comparison(
+        n=n,
+        mean_difference=mean,
+        standard_error=None,
+        interval=None,
+        interval_method="t",
+        confidence=1.0 - alpha,
+        alpha=alpha,
+        test="paired-t",
+        p_value=None,
+        significant=False,
+        minimum_detectable_effect=None,
+        power=POWER,
+        discordant=None,
+        verdict=None,
+        non_inferiority_margin=margin,
+        non_inferior=None,
+        not_estimable=_all_equal(mean, n),
+    )
+
+
+def _all_equal(mean: float, n: int) -> str:
+    """Why continuous differences that are all equal give no interval."""
+    return (
+        f"every one of the {n} paired differences (candidate - baseline) is {mean:+.4g}, so "
+        "their variance, and with it the interval of the difference (t), cannot be estimated"
+    )
+
+
+def _bonett_price(discordant: Discordant, n: int, alpha: float) -> tuple[Bounds, float]:
+    """The Bonett–Price (2012) adjusted Wald interval of the paired difference, and its SE.
+
+    With b = baseline-only and c = candidate-only questions: ``p_b = (b + 1)/(n + 2)``,
+    ``p_c = (c + 1)/(n + 2)``; ``SE = √((p_b + p_c - (p_c - p_b)²)/(n + 2))``; the interval
+    is ``(p_c - p_b) ± norm.ppf(1 - α/2)·SE``, clipped to [-1, 1]. SE is never 0.
+    """
+    from scipy import stats
+
+    p_base = (discordant.baseline_only + 1) / (n + 2)
+    p_cand = (discordant.candidate_only + 1) / (n + 2)
+    centre = p_cand - p_base
+    standard_error = math.sqrt((p_base + p_cand - centre * centre) / (n + 2))
+    half = float(stats.norm.ppf(1.0 - alpha / 2.0)) * standard_error
+    return Bounds(max(-1.0, centre - half), min(1.0, centre + half)), standard_error
+
+
 def _mcnemar_exact(discordant: Discordant) -> float:
     """Two-sided exact McNemar: min(b, c) successes of b + c at ½; 1.0 without discordance."""
     from scipy import stats
@@ -321,21 +413,15 @@ def _mcnemar_exact(discordant: Discordant) -> float:
     return float(stats.binomtest(min(b, c), b + c, 0.5).pvalue)
 
 
-def _paired_t(
-    candidate: NDArray[np.float64], baseline: NDArray[np.float64], diff: NDArray[np.float64]
-) -> float:
-    """``ttest_rel(candidate, baseline).pvalue``, defined where every difference is equal."""
+def _paired_t(candidate: NDArray[np.float64], baseline: NDArray[np.float64]) -> float:
+    """``ttest_rel(candidate, baseline).pvalue`` (differences that vary, beyond rounding)."""
     import warnings
 
     from scipy import stats
 
-    if bool((diff == diff[0]).all()):
-        # No variance: scipy answers NaN for all-zero differences and 0.0 for any other
-        # constant; say 1.0 and 0.0 without its precision warning.
-        return 1.0 if diff[0] == 0 else 0.0
     with warnings.catch_warnings():
-        # Differences that are equal but for rounding make scipy warn of precision loss;
-        # its answer (p near 0) is still the right one.
+        # Differences that are nearly equal make scipy warn of precision loss; its answer
+        # is still the right one.
         warnings.simplefilter("ignore", RuntimeWarning)
         return float(stats.ttest_rel(candidate, baseline).pvalue)
 
@@ -365,7 +451,8 @@ def ranks(score_vectors: Sequence[Sequence[float]], *, alpha: float = ALPHA) -> 
     """Tie-aware ranks of runs of one comparison key (same rows, same order).
 
     Every pair is compared with :func:`compare`; Holm–Bonferroni over all pairs at
-    ``alpha`` says which differences are significant; ``rank_i = 1 +`` the number of runs
+    ``alpha`` says which differences are significant (a pair no test can be made of counts
+    as ``p = 1``: :attr:`Comparison.rank_p_value`); ``rank_i = 1 +`` the number of runs
     significantly better than run ``i``. Runs that no test separates share a rank
     (1, 1, 3 …). The ranks come back in the order of ``score_vectors``.
     """
@@ -374,7 +461,7 @@ def ranks(score_vectors: Sequence[Sequence[float]], *, alpha: float = ALPHA) -> 
         _vector(scores, f"run #{position}")
     pairs = list(itertools.combinations(range(count), 2))
     comparisons = [compare(score_vectors[i], score_vectors[j], alpha=alpha) for i, j in pairs]
-    rejected = holm([c.p_value for c in comparisons], alpha=alpha)
+    rejected = holm([c.rank_p_value for c in comparisons], alpha=alpha)
     better_than = [0] * count
     for (i, j), comparison, significant in zip(pairs, comparisons, rejected, strict=True):
         if not significant or comparison.mean_difference == 0:

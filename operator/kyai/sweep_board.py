@@ -80,8 +80,16 @@ def board_from(sweep: Mapping[str, Any], config_map: Mapping[str, Any] | None = 
                       tuple(rows))  # fmt: skip
 
 
+#: What the P-VALUE and NON-INFERIOR columns show when no verdict can be drawn.
+NOT_ESTIMABLE = "n/a"
+
+
 def _number(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _p_value(row: SweepRow) -> str:
+    return "-" if row.p_value is None else f"{row.p_value:.3g} {row.test or ''}".strip()
 
 
 def _cells(row: SweepRow) -> list[str]:
@@ -90,6 +98,8 @@ def _cells(row: SweepRow) -> list[str]:
     if interval is not None and interval.method:
         shown += f" {interval.method}"
     flags = {True: "yes", False: "no", None: "-"}
+    # No verdict could be drawn (no interval): "n/a", the note says why; never "yes".
+    verdict = NOT_ESTIMABLE if row.estimable is False else None
     return [
         "-" if row.rank is None else str(row.rank),
         row.workload,
@@ -99,8 +109,8 @@ def _cells(row: SweepRow) -> list[str]:
         _number(row.avg_score, 4),
         shown,
         "-" if row.delta is None else f"{row.delta:+.4f}",
-        "-" if row.p_value is None else f"{row.p_value:.3g} {row.test or ''}".strip(),
-        flags[row.non_inferior] + (" (baseline)" if row.baseline else ""),
+        verdict or _p_value(row),
+        (verdict or flags[row.non_inferior]) + (" (baseline)" if row.baseline else ""),
         _number(row.ttft_p50_ms, 1),
         _number(row.output_tokens_per_second, 1),
         {True: "*", False: "", None: "-"}[row.pareto] or "-",
@@ -132,7 +142,8 @@ def footer() -> list[str]:
         f"RANK: within a Snapshot and comparison key, {RANKING_METHOD} (alpha 0.05); "
         "equal ranks: no test separates them.",
         "DELTA, P-VALUE, NON-INFERIOR: against the baseline cell of the same Snapshot "
-        "(paired), when the sweep names a baseline.",
+        "(paired; 95 % interval: Bonett-Price for 0/1 scores, else t), when the sweep names a "
+        f"baseline; {NOT_ESTIMABLE}: no interval can be estimated, so no verdict (NOTE says why).",
     ]
 
 

@@ -136,14 +136,26 @@ def test_compare_says_which_differences_are_real(
     assert data["discordant"] == {"baseline_only": 1, "candidate_only": 8}
     assert data["p_value"] == pytest.approx(0.0390625) and data["verdict"] == "better"
 
-    # "B is not more than 2 points worse than A" fails: -3 points, interval low about -6.4.
+    # "B is not more than 2 points worse than A" fails: -3 points, interval low about -7.2
+    # (Bonett-Price, b = 3, c = 0).
     status = main(
         ["compare", str(runs / "cand-a"), str(runs / "cand-b"), "--non-inferiority", "0.02"]
     )
     out = capsys.readouterr().out
     assert status == 4
     assert out.startswith("No detectable difference between cand-b and cand-a: -3.0 points")
-    assert "NOT shown non-inferior" in out.splitlines()[1]
+    assert "NOT shown non-inferior" in out.splitlines()[1] and "low end -7.2" in out
+
+    # Issue 34: a run against itself (100 questions, none discordant) is within 5 points
+    # (±2.7), not within 2, and detects no less than 3.9 points: never an interval of width 0.
+    same = [str(runs / "cand-a"), str(runs / "cand-a")]
+    assert main(["compare", *same, "--non-inferiority", "0.05", "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["interval_method"] == "bonett-price" and data["non_inferior"] is True
+    assert data["interval"]["high"] == pytest.approx(0.0272, abs=1e-4)
+    assert data["minimum_detectable_effect"] == pytest.approx(0.0388, abs=1e-4)
+    assert main(["compare", *same, "--non-inferiority", "0.02"]) == 4
+    assert "NOT shown non-inferior" in capsys.readouterr().out
 
     # Another judge prompt is another comparison key: refused, naming both keys.
     kyai_run(double, dataset, "cand-b", tmp_path / "other-judge", judge_prompt="Score it.")

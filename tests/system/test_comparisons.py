@@ -9,6 +9,10 @@ runs' own per-question scores. A run whose baseline has another comparison key g
 False, NotComparable. The interval and the serving figures are in status and in ``kubectl get
 er -o wide``; ``kyai leaderboard`` gives the cluster's runs the ranks their run directories get.
 
+Issue 34: two runs that answer every question alike (no discordant question) are never
+non-inferior on 3 questions, and on 100 are within a margin of 0.05 but not of 0.02 (the
+Bonett–Price interval, about ±0.027), as ``kyai compare`` says of the same scores.
+
 The operator's timers are shortened through its settings (devcluster only).
 """
 
@@ -260,3 +264,67 @@ def test_non_inferiority_intervals_serving_and_ranks_in_the_cluster(
     ]  # fmt: skip
     assert all(e["rank_unavailable"] is None for e in board["entries"])
     print(f"\nfour runs of 1,200 and 4 questions compared in {took:.1f}s")
+
+
+def spaced_snapshot(name: str, namespace: str, indices: range) -> dict[str, Any]:
+    """A Snapshot of the questions ``indices``: multiples of 4, so no index is 5 mod 40 and
+    both models answer each alike (no discordant question); some right, some wrong."""
+    rows = [
+        {"instruction": f"Question {i}: which code word?", "groundTruthResponse": code_word(i),
+         "externalRowId": f"q{i}"}
+        for i in indices
+    ]  # fmt: skip
+    return {
+        "apiVersion": "kyai.io/v1alpha1",
+        "kind": "Snapshot",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"source": {"rows": rows}, "prompts": {"generation": GEN, "judge": JUDGE}},
+    }
+
+
+def test_no_discordant_question_proves_only_what_the_question_count_allows(
+    kubectl: Kubectl, operator: Operator, pair: LLMDouble, namespace: str
+) -> None:
+    three, hundred = range(0, 12, 4), range(0, 400, 4)
+    assert all(cand_right(i) == base_right(i) for i in hundred)
+    kubectl.apply(
+        spaced_snapshot("three", namespace, three),
+        spaced_snapshot("hundred", namespace, hundred),
+        *objects(namespace, pair)[3:],  # the two Workloads
+    )
+    for name in ("three", "hundred"):
+        kubectl.wait_for("snapshot", name, namespace, phase_is("Ready"), timeout=60)
+    kubectl.apply(
+        run("base-3", namespace, "base", "three"),
+        run("base-100", namespace, "base", "hundred"),
+        run("cand-3", namespace, "cand", "three", **gate("base-3", 0.05)),
+        run("cand-100", namespace, "cand", "hundred", **gate("base-100", 0.05)),
+        run("cand-100-strict", namespace, "cand", "hundred", **gate("base-100", 0.02)),
+    )
+    names = ("base-3", "base-100", "cand-3", "cand-100", "cand-100-strict")
+    done = {
+        name: kubectl.wait_for("er", name, namespace, phase_is("Succeeded", "Failed"), timeout=240)
+        for name in names
+    }
+    for name, body in done.items():
+        assert body["status"]["phase"] == "Succeeded", (name, body["status"], operator.logs())
+    statuses = {name: EvaluationRunStatus.model_validate(b["status"]) for name, b in done.items()}
+    for name, base, margin, expected in (
+        ("cand-3", "base-3", 0.05, False),  # about ±55 points: three questions prove nothing
+        ("cand-100", "base-100", 0.05, True),  # about ±2.7 points
+        ("cand-100-strict", "base-100", 0.02, False),
+    ):
+        mine, theirs = statuses[name].question_scores(), statuses[base].question_scores()
+        assert mine == theirs and 0 < sum(mine) < len(mine)  # alike, some right, some wrong
+        truth = compare(theirs, mine, non_inferiority=margin)
+        assert truth.non_inferior is expected and truth.interval is not None
+        passed = condition(done[name], "Passed")
+        reason = "ThresholdsMet" if expected else "ThresholdsMissed"
+        assert (passed["status"], passed["reason"]) == (str(expected), reason), passed
+        figures = statuses[name].non_inferiority
+        assert figures is not None and figures.interval_method == "bonett-price"
+        assert figures.low == pytest.approx(truth.interval.low) and figures.low < 0
+        assert figures.standard_error is not None and figures.standard_error > 0
+        assert f"{truth.interval.low:+.4f}" in passed["message"], passed
+    assert statuses["cand-3"].non_inferiority is not None
+    assert statuses["cand-3"].non_inferiority.low == pytest.approx(-0.554, abs=1e-3)

@@ -15,7 +15,10 @@ event, not for samples.
   ``parallelism: 1``), each Ready, both cells run, both Workloads deleted after;
 - a Workload added to a finished sweep: exactly one new run; the old runs keep their uids;
 - the operator SIGKILLed mid-sweep and started again: no run or Workload made twice,
-  ``parallelism`` still held, the sweep finishes.
+  ``parallelism`` still held, the sweep finishes;
+- issue 34: two candidates that answer every question alike, against a baseline with a
+  margin: never non-inferior on 3 questions; on 100, non-inferior at 0.05 and not at 0.02,
+  as the non-inferiority gate and ``kyai compare`` say.
 """
 
 from __future__ import annotations
@@ -60,6 +63,15 @@ CAPITALS = [
     {"instruction": "Capital of Peru?", "groundTruthResponse": "Lima", "externalRowId": "pe"},
 ]
 FINISHED = ("Succeeded", "Failed")
+
+
+def questions(count: int) -> list[dict[str, str]]:
+    """``count`` questions whose right answer is Paris (cand-a and cand-d both give it)."""
+    return [
+        {"instruction": f"Question {i}: what is the capital of France?",
+         "groundTruthResponse": "Paris", "externalRowId": f"q{i}"}
+        for i in range(1, count + 1)
+    ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -464,3 +476,50 @@ def test_the_api_server_refuses_an_incoherent_sweep(
     assert "spec.nonInferiorityMargin needs spec.baseline" in refused.stderr, refused.stderr
     listed = kubectl.run("get", "sweep", "-n", namespace).stderr  # the short name is known
     assert "No resources found" in listed, listed
+
+
+def test_no_discordant_question_proves_only_what_the_question_count_allows(
+    kubectl: Kubectl, operator: Operator, sweep_double: LLMDouble, namespace: str
+) -> None:
+    kubectl.apply(
+        snapshot("three", namespace, questions(3)),
+        snapshot("hundred", namespace, questions(100)),
+        *(endpoint_workload(f"cand-{x}", namespace, sweep_double) for x in "ad"),
+    )
+    for x in "ad":
+        kubectl.wait_for("workload", f"cand-{x}", namespace, phase_is("Ready"))
+    alike = {"baseline": {"workload": "cand-a"}, "parallelism": 4}
+    kubectl.apply(
+        sweep("loose", namespace, sweep_double, ["cand-a", "cand-d"], nonInferiorityMargin=0.05,
+              snapshots=[{"name": "three"}, {"name": "hundred"}], **alike),
+        sweep("strict", namespace, sweep_double, ["cand-a", "cand-d"], nonInferiorityMargin=0.02,
+              snapshots=[{"name": "hundred"}], **alike),
+    )  # fmt: skip
+    found = {}
+    for name in ("loose", "strict"):
+        done = finished_sweep(kubectl, name, namespace)
+        status = EvaluationSweepStatus.model_validate(done["status"])
+        assert status.phase == "Succeeded", (done["status"], operator.logs()[-3000:])
+        assert status.table is not None
+        found |= {(name, row.workload, row.snapshot): row for row in status.table}
+    for sweep_name, snap, margin, expected in (
+        ("loose", "three", 0.05, False),  # about ±55 points: three questions prove nothing
+        ("loose", "hundred", 0.05, True),  # about ±2.7 points
+        ("strict", "hundred", 0.02, False),
+    ):
+        base, row = found[sweep_name, "cand-a", snap], found[sweep_name, "cand-d", snap]
+        assert base.baseline is True and row.baseline is None
+        mine = EvaluationRunStatus.model_validate(
+            kubectl.get("er", str(row.run), namespace)["status"]
+        )
+        theirs = EvaluationRunStatus.model_validate(
+            kubectl.get("er", str(base.run), namespace)["status"]
+        )
+        assert mine.scores == theirs.scores and mine.scores  # every question alike
+        truth = stats.compare(theirs.scores or [], mine.scores, non_inferiority=margin)
+        assert truth.non_inferior is expected, (sweep_name, snap)
+        assert row.non_inferior is expected and row.estimable is None, row
+        assert (row.delta, row.p_value, row.test) == (0.0, 1.0, "mcnemar-exact")
+        assert row.rank == base.rank == 1  # nothing separates them
+    loose = EvaluationSweepStatus.model_validate(kubectl.get("esw", "loose", namespace)["status"])
+    assert sorted(choice.workload for choice in loose.best or ()) == ["cand-a", "cand-d"]

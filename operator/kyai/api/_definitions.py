@@ -6,7 +6,11 @@ from typing import Any
 
 from kyai.api._crd import PrinterColumn, crd
 from kyai.api.engineargsset import OWNED_FLAGS, EngineArgsSetSpec, EngineArgsSetStatus
-from kyai.api.evaluationrun import EvaluationRunSpec, EvaluationRunStatus
+from kyai.api.evaluationrun import (
+    GENERATION_FROM_SELF_RULE,
+    EvaluationRunSpec,
+    EvaluationRunStatus,
+)
 from kyai.api.evaluationsweep import evaluation_sweep_crd
 from kyai.api.snapshot import SnapshotSpec, SnapshotStatus
 from kyai.api.workload import WorkloadSpec, WorkloadStatus
@@ -199,7 +203,8 @@ def _evaluation_run() -> dict[str, Any]:
                 "oldSelf.status.phase == 'Pending' || self.spec == oldSelf.spec",
                 "message": "an EvaluationRun's spec is immutable once the run has started: "
                 "create a new EvaluationRun instead",
-            }
+            },
+            GENERATION_FROM_SELF_RULE,
         ],
         columns=_RUN_COLUMNS,
     )

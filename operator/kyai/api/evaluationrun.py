@@ -142,7 +142,23 @@ class GenerationFrom(KyaiModel):
     """Re-judge the stored answers of another run: the candidate is not called."""
 
     run_ref: LocalObjectReference
-    """The EvaluationRun whose generations are judged again."""
+    """The EvaluationRun whose generations are judged again: a run that generated answers,
+    or a re-judge of one (never this run itself, refused at admission; re-judges in a circle
+    are Stalled, CircularRejudge)."""
+
+
+#: The CRD's admission rule against a re-judge of itself. At the root, where a rule may read
+#: ``metadata.name`` (set by then, ``generateName`` too: the API server names the object
+#: before it validates it). Only while the run has no status (a create; an update before
+#: the operator first looked): an object stored before the rule must still take the status
+#: and finalizer writes it gets; the operator Stalls a re-judge of itself
+#: (``CircularRejudge``) whatever admitted it.
+GENERATION_FROM_SELF_RULE = {
+    "rule": "has(self.status) || !has(self.spec.generationFrom) || "
+    "self.spec.generationFrom.runRef.name != self.metadata.name",
+    "message": "spec.generationFrom.runRef.name names this EvaluationRun itself: a re-judge "
+    "judges the stored answers of another run (name the run that generated them)",
+}
 
 
 # -- lm-evaluation-harness runs and metric gates (issue 13) ---------------------------------
@@ -258,9 +274,10 @@ class Thresholds(KyaiModel):
     that is missing fails the gate (and reads -1 in status.metrics)."""
     non_inferiority: NonInferiority | None = None
     """Passes when this run is non-inferior to a baseline run by a paired comparison of their
-    per-question scores (McNemar exact for 0/1 scores, else paired t; 95 % interval). The run
-    waits for the baseline to succeed once its own Jobs are done; runs of different comparison
-    keys or rows are never compared (Passed False, NotComparable)."""
+    per-question scores (95 % interval: Bonett-Price and McNemar exact for 0/1 scores, else t
+    and paired t). The run waits for the baseline to succeed once its own Jobs are done; runs
+    of different comparison keys or rows are never compared (Passed False, NotComparable),
+    nor continuous scores whose differences are all equal (Passed False, NotEstimable)."""
 
     @field_validator("metrics")
     @classmethod
@@ -535,20 +552,26 @@ class NonInferiorityResult(KyaiModel):
     """Questions compared (paired)."""
     mean_difference: float
     """Mean of (this run's score - the baseline's) over the questions."""
-    standard_error: float
-    """sd/√n of those differences."""
-    low: float
-    """Low end of the difference's interval (t)."""
-    high: float
-    """High end of the difference's interval (t)."""
+    standard_error: float | None = None
+    """The standard error of the interval: Bonett-Price's for 0/1 scores, else sd/√n of the
+    differences (none when not estimable)."""
+    low: float | None = None
+    """Low end of the difference's interval (none when not estimable)."""
+    high: float | None = None
+    """High end of the difference's interval (none when not estimable)."""
+    interval_method: Literal["bonett-price", "t"] | None = None
+    """bonett-price (every score of both runs 0 or 1) or t."""
     confidence: float
     """The interval's confidence."""
     test: Literal["mcnemar-exact", "paired-t"]
     """The test: exact McNemar when every score of both runs is 0 or 1, else paired t."""
-    p_value: float
-    """Its two-sided p-value."""
-    non_inferior: bool
-    """Whether low > -margin."""
+    p_value: float | None = None
+    """Its two-sided p-value (none when not estimable)."""
+    non_inferior: bool | None = None
+    """Whether low > -margin; none when no verdict can be drawn (notEstimable)."""
+    not_estimable: str | None = None
+    """Why the interval cannot be estimated (continuous scores whose differences are all
+    equal): no verdict, Passed False (NotEstimable)."""
 
 
 #: The phases in which a run's worker Jobs run, and the status field naming each one's Job.

@@ -210,7 +210,8 @@ class EvaluationSweepSpec(KyaiModel):
     pValue and nonInferior (default: none)."""
     non_inferiority_margin: float | None = Field(default=None, ge=0, le=1)
     """With a baseline, a cell is non-inferior when the low end of the 95 % interval of its
-    paired difference from the baseline exceeds minus this margin (default: none)."""
+    paired difference from the baseline (Bonett-Price for 0/1 scores, else t) exceeds minus
+    this margin (default: none)."""
     keep_workloads: bool = False
     """Keep the derived Workloads after their cells ended (default false: each is deleted
     when its last cell ends, freeing its GPUs)."""
@@ -366,7 +367,10 @@ class SweepRow(_StatusItem):
     """mcnemar-exact (every score 0 or 1) or paired-t."""
     non_inferior: bool | None = None
     """With spec.nonInferiorityMargin M: the low end of the 95 % interval of the paired
-    difference exceeds -M."""
+    difference (Bonett-Price for 0/1 scores, else t) exceeds -M."""
+    estimable: bool | None = None
+    """False when the paired difference's interval cannot be estimated (continuous scores
+    whose differences are all equal): no pValue and no nonInferior, the note says why."""
     ttft_p50_ms: float | None = None
     """Median time to first token of the run's generation (status.serving)."""
     output_tokens_per_second: float | None = None

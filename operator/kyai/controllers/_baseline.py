@@ -15,8 +15,12 @@ or ``status.scoresPacked``, read by :meth:`kyai.api.WorkerStatus.question_scores
   next);
 - scores a status does not hold (a run too large for its status): Passed False,
   ``ScoresUnavailable``;
-- otherwise Passed True when the low end of the difference's 95 % interval is above
-  ``-margin`` (non-inferior), else False, the figures in the message.
+- continuous scores whose differences are all equal: no interval can be estimated, so no
+  verdict is drawn: Passed False, ``NotEstimable``, saying why (never True on a zero-width
+  interval);
+- otherwise Passed True when the low end of the difference's 95 % interval (Bonett–Price
+  for 0/1 scores, else t) is above ``-margin`` (non-inferior), else False, the figures in
+  the message.
 """
 
 from __future__ import annotations
@@ -40,8 +44,9 @@ from kyai.controllers.runkind import Reference, Waiting
 
 KIND = "EvaluationRun"
 
-#: The names of the tests in messages.
+#: The names of the tests and of the intervals in messages.
 TEST_NAMES = {"mcnemar-exact": "McNemar exact", "paired-t": "paired t"}
+METHOD_NAMES = {"bonett-price": "Bonett-Price", "t": "t", None: "no method"}
 
 
 def gate_of(spec: EvaluationRunSpec) -> NonInferiority | None:
@@ -181,29 +186,44 @@ def non_inferiority(
     result = NonInferiorityResult(
         baseline=name, margin=gate.margin, questions=found.n,
         mean_difference=found.mean_difference, standard_error=found.standard_error,
-        low=found.interval.low, high=found.interval.high, confidence=found.confidence,
-        test=found.test, p_value=found.p_value, non_inferior=bool(found.non_inferior),
+        low=None if found.interval is None else found.interval.low,
+        high=None if found.interval is None else found.interval.high,
+        interval_method=found.interval_method, confidence=found.confidence,
+        test=found.test, p_value=found.p_value, non_inferior=found.non_inferior,
+        not_estimable=found.not_estimable,
     )  # fmt: skip
-    return Change(c.PASSED, result.non_inferior, _reason(result), message(result)), result
+    return Change(c.PASSED, bool(result.non_inferior), _reason(result), message(result)), result
 
 
 def _reason(result: NonInferiorityResult) -> str:
+    if result.non_inferior is None:
+        return c.NOT_ESTIMABLE
     return c.THRESHOLDS_MET if result.non_inferior else c.THRESHOLDS_MISSED
 
 
 def message(result: NonInferiorityResult) -> str:
     """The comparison in words, with its figures (the Passed condition's message)."""
+    margin, test = f"{result.margin:g}", TEST_NAMES[result.test]
+    if result.low is None or result.high is None or result.p_value is None:
+        return (
+            f"no verdict against {result.baseline} with a margin of {margin}: "
+            f"{result.not_estimable or 'the interval cannot be estimated'}; a zero-width "
+            f"interval is no evidence, so the gate does not pass (difference (this run - "
+            f"{result.baseline}) {result.mean_difference:+.4f}, no {test} p-value, "
+            f"{result.questions} paired questions)"
+        )
     figures = (
         f"difference (this run - {result.baseline}) {result.mean_difference:+.4f}, "
-        f"{result.confidence:.0%} interval {result.low:+.4f} to {result.high:+.4f} (t), "
-        f"{TEST_NAMES[result.test]} p = {result.p_value:.3g}, {result.questions} paired questions"
+        f"{result.confidence:.0%} interval {result.low:+.4f} to {result.high:+.4f} "
+        f"({METHOD_NAMES[result.interval_method]}), {test} p = {result.p_value:.3g}, "
+        f"{result.questions} paired questions"
     )
     if result.non_inferior:
         return (
-            f"non-inferior to {result.baseline} with a margin of {result.margin:g}: the "
-            f"interval's low end {result.low:+.4f} is above -{result.margin:g} ({figures})"
+            f"non-inferior to {result.baseline} with a margin of {margin}: the "
+            f"interval's low end {result.low:+.4f} is above -{margin} ({figures})"
         )
     return (
-        f"NOT shown non-inferior to {result.baseline} with a margin of {result.margin:g}: the "
-        f"interval's low end {result.low:+.4f} is not above -{result.margin:g} ({figures})"
+        f"NOT shown non-inferior to {result.baseline} with a margin of {margin}: the "
+        f"interval's low end {result.low:+.4f} is not above -{margin} ({figures})"
     )

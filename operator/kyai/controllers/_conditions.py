@@ -46,6 +46,9 @@ SNAPSHOT_NOT_READY = "SnapshotNotReady"
 SOURCE_RUN_NOT_FOUND = "SourceRunNotFound"
 SOURCE_RUN_NOT_READY = "SourceRunNotReady"
 SOURCE_RUN_FAILED = "SourceRunFailed"
+#: A re-judge whose chain of source runs comes round again (to itself, or to re-judges that
+#: re-judge each other): none of them can ever start.
+CIRCULAR_REJUDGE = "CircularRejudge"
 ENGINE_NOT_STARTING = "EngineNotStarting"
 JUDGE_NOT_CONFIGURED = "JudgeNotConfigured"
 JUDGE_NOT_READY = "JudgeNotReady"
@@ -72,6 +75,9 @@ BASELINE_NOT_READY = "BaselineNotReady"
 BASELINE_FAILED = "BaselineFailed"
 NOT_COMPARABLE = "NotComparable"
 SCORES_UNAVAILABLE = "ScoresUnavailable"
+#: A paired comparison whose interval cannot be estimated (continuous scores whose
+#: differences are all equal): no verdict, so the non-inferiority gate does not pass.
+NOT_ESTIMABLE = "NotEstimable"
 #: An EvaluationSweep whose Workloads and EngineArgsSets give no cell (no shared framework).
 NO_CELLS = "NoCells"
 
@@ -163,13 +169,15 @@ MISSING_REFERENCE = frozenset(
     }
 )
 #: Waiting reasons that no wait can cure (a source run or baseline that Failed never
-#: succeeds; a sweep's spec the listed objects make invalid; a namespace the default judge's
-#: selector leaves out, or a default judge that needs the gateway): Stalled at once, and no
-#: longer Stalled when the cause goes (the run re-created and Succeeded, the spec or objects
-#: changed, the namespace labelled, the gateway set).
+#: succeeds; re-judges in a circle never start; a sweep's spec the listed objects make
+#: invalid; a namespace the default judge's selector leaves out, or a default judge that needs
+#: the gateway): Stalled at once, and no longer Stalled when the cause goes (the run
+#: re-created and Succeeded, the spec or objects changed, the namespace labelled, the gateway
+#: set).
 STALLING = frozenset(
     {
         SOURCE_RUN_FAILED,
+        CIRCULAR_REJUDGE,
         BASELINE_FAILED,
         INVALID_SPEC,
         NO_CELLS,

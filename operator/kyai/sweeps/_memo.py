@@ -76,8 +76,9 @@ def comparison(
 def tie_aware_ranks(vectors: Sequence[Sequence[float]]) -> list[int]:
     """:func:`kyai.stats.ranks` of ``vectors`` (same definition, alpha 0.05).
 
-    Every pair compared (remembered), Holm–Bonferroni over all pairs, ``rank = 1 +`` the
-    runs significantly better. Raises :class:`kyai.stats.StatsError` as ``ranks`` does.
+    Every pair compared (remembered), Holm–Bonferroni over all pairs (a pair no test can be
+    made of counts as p = 1), ``rank = 1 +`` the runs significantly better. Raises
+    :class:`kyai.stats.StatsError` as ``ranks`` does.
     """
     pairs = list(itertools.combinations(range(len(vectors)), 2))
     if not pairs:
@@ -85,7 +86,7 @@ def tie_aware_ranks(vectors: Sequence[Sequence[float]]) -> list[int]:
             interval(vector)  # the same refusals as stats.ranks (fewer than 2, outside [0, 1])
         return [1] * len(vectors)
     results = [comparison(vectors[i], vectors[j]) for i, j in pairs]
-    rejected = holm([result.p_value for result in results], alpha=ALPHA)
+    rejected = holm([result.rank_p_value for result in results], alpha=ALPHA)
     better_than = [0] * len(vectors)
     for (i, j), result, significant in zip(pairs, results, rejected, strict=True):
         if significant and result.mean_difference != 0:

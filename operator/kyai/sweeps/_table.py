@@ -11,9 +11,12 @@ leaderboard`` does:
   ``1 +`` the cells significantly better, so cells no test separates share a rank), computed
   from remembered pairwise comparisons (:mod:`kyai.sweeps._memo`: the same figures);
 - with ``spec.baseline``: ``delta``, ``pValue``, ``test`` and ``nonInferior`` from
-  :func:`kyai.stats.compare` (baseline cell's scores, the row's scores, the margin), against
-  the baseline cell of the same Snapshot and comparison key; ``delta`` is the difference of
-  the avgScores when per-question scores are missing (then no p-value);
+  :func:`kyai.stats.compare` (baseline cell's scores, the row's scores, the margin: the
+  Bonett–Price interval for 0/1 scores, else t), against the baseline cell of the same
+  Snapshot and comparison key; ``delta`` is the difference of the avgScores when
+  per-question scores are missing (then no p-value); continuous scores whose differences are
+  all equal give no interval: ``estimable`` False, no ``pValue`` or ``nonInferior``, the
+  note says why;
 - ``pareto``: :func:`kyai.ranking.pareto_front` of the same group (score up, TTFT p50
   down);
 - ``best``: once every cell ended, the (workload, engine-args set) pairs ranked 1 on every
@@ -201,6 +204,9 @@ def _compare_row(
                 "test": result.test,
                 "non_inferior": result.non_inferior,
             }
+            if result.not_estimable is not None:
+                note = f"no verdict against the baseline: {result.not_estimable}"
+                update |= {"estimable": False, "note": _notes(current.note, note)}
     else:
         update["note"] = _notes(current.note, f"no paired test: {NO_SCORES}")
     return current.model_copy(update=update)

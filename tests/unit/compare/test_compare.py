@@ -53,6 +53,14 @@ BASE = right_on(set(range(60)))  # 0.60
 BETTER = right_on(set(range(59)) | set(range(60, 68)))  # 0.67: b = 1, c = 8
 
 
+def bonett_price(b: int, c: int, n: int) -> tuple[float, float, float]:
+    """Bonett & Price (2012) for candidate - baseline: low, high and standard error."""
+    pi_b, pi_c = (b + 1) / (n + 2), (c + 1) / (n + 2)
+    se = float(np.sqrt((pi_b + pi_c - (pi_c - pi_b) ** 2) / (n + 2)))
+    z = sp.norm.ppf(0.975)
+    return pi_c - pi_b - z * se, pi_c - pi_b + z * se, se
+
+
 def test_json_holds_the_issue_keys_with_scipy_values(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -65,14 +73,14 @@ def test_json_holds_the_issue_keys_with_scipy_values(
     assert data["p_value"] == sp.binomtest(1, 9, 0.5).pvalue
     assert data["significant"] is True and data["verdict"] == "better"
     assert data["mean_difference"] == pytest.approx(0.07)
-    ci = sp.ttest_rel(BETTER, BASE).confidence_interval(0.95)
+    low, high, se = bonett_price(1, 8, 100)
+    assert data["interval_method"] == "bonett-price" and data["not_estimable"] is None
     assert (data["interval"]["low"], data["interval"]["high"]) == (
-        pytest.approx(ci.low),
-        pytest.approx(ci.high),
+        pytest.approx(low),
+        pytest.approx(high),
     )
-    sd = np.std(np.array(BETTER) - np.array(BASE), ddof=1)
-    assert data["standard_error"] == pytest.approx(sd / 10)
-    mde = (sp.norm.ppf(0.975) + sp.norm.ppf(0.8)) * sd / 10
+    assert data["standard_error"] == pytest.approx(se)
+    mde = (sp.norm.ppf(0.975) + sp.norm.ppf(0.8)) * se
     assert data["minimum_detectable_effect"] == pytest.approx(mde)
     assert "non_inferior" not in data
     assert data["baseline"]["run"] == "bf16" and data["candidate"]["model"] == "model-fp8"
@@ -89,10 +97,11 @@ def test_the_table_says_it_in_one_sentence(
     assert status == 0
     first = out.splitlines()[0]
     assert first == (
-        "fp8 (model-fp8) is better than bf16 (model-bf16): +7.0 points (95 % CI +1.2 to "
-        "+12.8; McNemar exact p = 0.039) on 100 paired questions."
+        "fp8 (model-fp8) is better than bf16 (model-bf16): +7.0 points (95 % CI +0.6 to "
+        "+13.1; McNemar exact p = 0.039) on 100 paired questions."
     )
-    assert "score interval" in out and "(95 %, wilson)" in out and "8.2 points with 80 %" in out
+    assert "score interval" in out and "(95 %, wilson)" in out and "8.9 points with 80 %" in out
+    assert "+0.6 to +13.1 points (95 %, Bonett-Price)" in out
     status, out, _ = compare(capsys, cand, base)
     assert out.startswith("bf16 (model-bf16) is worse than fp8 (model-fp8): -7.0 points")
     same = run_dir(tmp_path, "again", right_on(set(range(57))))  # 3 rows fewer: p = 0.25
@@ -107,19 +116,95 @@ def test_non_inferiority_is_a_gate_with_exit_4(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = run_dir(tmp_path, "bf16", right_on(set(range(70))))
-    worse = run_dir(tmp_path, "fp8", right_on(set(range(67))))  # -3 points, CI -6.4 to +0.4
+    worse = run_dir(tmp_path, "fp8", right_on(set(range(67))))  # -3 points, CI -7.2 to +1.3
     status, out, _ = compare(capsys, base, worse, "--non-inferiority", "0.02")
     assert status == 4
     assert out.splitlines()[1] == (
         "fp8 (model-fp8) is NOT shown non-inferior to bf16 (model-bf16) with a margin of 2.0 "
-        "points: the interval's low end -6.4 points is not above -2.0 (exit status 4)."
+        "points: the interval's low end -7.2 points is not above -2.0 (exit status 4)."
     )
-    status, out, _ = compare(capsys, base, worse, "--non-inferiority", "0.07", "-o", "json")
+    status, out, _ = compare(capsys, base, worse, "--non-inferiority", "0.08", "-o", "json")
     data = json.loads(out)
-    assert status == 0 and data["non_inferior"] is True and data["non_inferiority_margin"] == 0.07
-    assert data["interval"]["low"] > -0.07
-    status, out, _ = compare(capsys, base, worse, "--non-inferiority", "0.07")
-    assert status == 0 and "is non-inferior to bf16 (model-bf16) with a margin of 7.0" in out
+    assert status == 0 and data["non_inferior"] is True and data["non_inferiority_margin"] == 0.08
+    assert data["interval"]["low"] == pytest.approx(bonett_price(3, 0, 100)[0])
+    assert data["interval"]["low"] > -0.08
+    status, out, _ = compare(capsys, base, worse, "--non-inferiority", "0.08")
+    assert status == 0 and "is non-inferior to bf16 (model-bf16) with a margin of 8.0" in out
+
+
+def test_three_questions_without_discordance_are_never_non_inferior(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The issue: both wrong on all three questions. The interval is about ±55 points.
+    a = run_dir(tmp_path, "a", [0.0, 0.0, 0.0])
+    b = run_dir(tmp_path, "b", [0.0, 0.0, 0.0])
+    status, out, _ = compare(capsys, a, b, "--non-inferiority", "0.05")
+    assert status == 4
+    lines = out.splitlines()
+    assert lines[0] == (
+        "No detectable difference between b (model-b) and a (model-a): +0.0 points (95 % CI "
+        "-55.4 to +55.4; McNemar exact p = 1) on 3 paired questions; only a true difference "
+        "of about 79.2 points or more would be detected with 80 % power."
+    )
+    assert lines[1] == (
+        "b (model-b) is NOT shown non-inferior to a (model-a) with a margin of 5.0 points: "
+        "the interval's low end -55.4 points is not above -5.0 (exit status 4)."
+    )
+    assert "-55.4 to +55.4 points (95 %, Bonett-Price)" in out
+    status, out, _ = compare(capsys, a, b, "--non-inferiority", "0.05", "-o", "json")
+    data = json.loads(out)
+    assert status == 4 and data["non_inferior"] is False
+    assert data["interval"]["low"] == pytest.approx(-sp.norm.ppf(0.975) * np.sqrt(0.08))
+    assert data["minimum_detectable_effect"] > 0.7 and data["standard_error"] > 0
+
+
+def test_a_hundred_questions_without_discordance_pass_005_not_002(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = run_dir(tmp_path, "a", right_on(set(range(60))))
+    b = run_dir(tmp_path, "b", right_on(set(range(60))))
+    status, out, _ = compare(capsys, a, b, "--non-inferiority", "0.05", "-o", "json")
+    data = json.loads(out)
+    assert status == 0 and data["non_inferior"] is True
+    low, high, se = bonett_price(0, 0, 100)
+    assert (data["interval"]["low"], data["interval"]["high"]) == pytest.approx((low, high))
+    assert high == pytest.approx(0.027, abs=5e-4) and data["standard_error"] == pytest.approx(se)
+    assert data["minimum_detectable_effect"] == pytest.approx(
+        (sp.norm.ppf(0.975) + sp.norm.ppf(0.8)) * se
+    )
+    assert "only a true difference of about 3.9 points" in compare(capsys, a, b)[1]
+    status, out, _ = compare(capsys, a, b, "--non-inferiority", "0.02")
+    assert status == 4 and "NOT shown non-inferior" in out.splitlines()[1]
+    assert "low end -2.7 points is not above -2.0" in out.splitlines()[1]
+
+
+def test_continuous_scores_that_differ_equally_everywhere_give_no_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = run_dir(tmp_path, "a", [0.25, 0.5, 0.75])
+    same = run_dir(tmp_path, "same", [0.25, 0.5, 0.75])
+    status, out, _ = compare(capsys, a, same, "--non-inferiority", "0.05")
+    assert status == 4  # the gate cannot pass on no evidence
+    lines = out.splitlines()
+    assert lines[0].startswith(
+        "No verdict between same (model-same) and a (model-a): +0.0 points (no interval, no "
+        "paired t p-value) on 3 paired questions; every one of the 3 paired differences"
+    )
+    assert "cannot be estimated" in lines[0]
+    assert lines[1] == (
+        "same (model-same) is NOT shown non-inferior to a (model-a) with a margin of 5.0 "
+        "points: the interval of the difference cannot be estimated, so no verdict is drawn "
+        "(exit status 4)."
+    )
+    assert "not estimable (95 %, t)" in out and "no p-value, no verdict" in out
+    assert "non-inferior to a (model-a) with" not in out.replace("NOT shown non-inferior", "")
+    up = run_dir(tmp_path, "up", [0.35, 0.6, 0.85])  # +0.1 on every question
+    status, out, _ = compare(capsys, a, up, "-o", "json")
+    data = json.loads(out)
+    assert status == 0  # no gate asked: nothing failed
+    assert data["verdict"] is None and data["interval"] is None and data["p_value"] is None
+    assert data["minimum_detectable_effect"] is None and data["standard_error"] is None
+    assert "is +0.1" in data["not_estimable"] and data["significant"] is False
 
 
 def test_alpha_changes_the_test_and_the_levels(
@@ -147,6 +232,12 @@ def test_continuous_scores_use_the_paired_t_test(
     data = json.loads(out)
     assert status == 0 and data["test"] == "paired-t" and data["discordant"] is None
     assert data["p_value"] == pytest.approx(sp.ttest_rel(cand_scores, base_scores).pvalue)
+    ci = sp.ttest_rel(cand_scores, base_scores).confidence_interval(0.95)
+    assert data["interval_method"] == "t"
+    assert (data["interval"]["low"], data["interval"]["high"]) == (
+        pytest.approx(ci.low),
+        pytest.approx(ci.high),
+    )
     assert data["baseline"]["avg_score_interval"]["method"] == "t"
 
 

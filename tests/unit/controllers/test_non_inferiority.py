@@ -35,7 +35,7 @@ SHA = "ab" * 32
 BASE = [1.0] * 70 + [0.0] * 30
 SAME = list(BASE)
 WORSE = [1.0] * 50 + [0.0] * 50  # loses 20 questions: clearly inferior
-CLOSE = [1.0] * 67 + [0.0] * 33  # loses 3: the interval's low end is about -6.5 points
+CLOSE = [1.0] * 67 + [0.0] * 33  # loses 3: the interval's low end is about -7.2 points
 
 
 def spec(margin: float = 0.05, baseline: str = "base", **thresholds: Any) -> dict[str, Any]:
@@ -183,21 +183,74 @@ async def test_passed_is_the_paired_comparisons_verdict(
     figures = status.non_inferiority
     assert figures is not None and figures.baseline == "base" and figures.margin == margin
     assert figures.test == truth.test == "mcnemar-exact" and figures.questions == 100
+    assert truth.interval is not None and figures.interval_method == "bonett-price"
     assert (figures.low, figures.high, figures.p_value) == (
         truth.interval.low, truth.interval.high, truth.p_value,
     )  # fmt: skip
     assert figures.mean_difference == truth.mean_difference
+    assert figures.standard_error == truth.standard_error
     assert f"{truth.interval.low:+.4f}" in said and "McNemar exact p =" in said
+    assert "(Bonett-Price)" in said
     assert ("NOT shown non-inferior" in said) is not expected
+
+
+@pytest.mark.parametrize(
+    ("questions", "margin", "expected"),
+    [(3, 0.05, False), (3, 0.5, False), (100, 0.05, True), (100, 0.02, False)],
+)
+async def test_runs_that_agree_on_every_question_prove_only_what_their_size_allows(
+    questions: int, margin: float, expected: bool
+) -> None:
+    # The issue: no discordant question. Three questions prove nothing (about ±55 points);
+    # a hundred leave about ±2.7 points, within 5 points but not within 2.
+    scores = [0.0] * questions
+    _, _, status = await judged_run(spec(margin), scores, baseline("Succeeded", scores))
+    assert status.phase == "Succeeded"
+    value, reason, said = passed(status)
+    assert (value, reason) == (
+        str(expected),
+        c.THRESHOLDS_MET if expected else c.THRESHOLDS_MISSED,
+    ), said
+    figures = status.non_inferiority
+    assert figures is not None and figures.low is not None and figures.high is not None
+    assert figures.low < 0 < figures.high and figures.standard_error
+    half = {3: 0.554, 100: 0.0272}[questions]
+    assert figures.high == pytest.approx(half, abs=5e-4) and figures.non_inferior is expected
 
 
 async def test_continuous_scores_use_the_paired_t_test() -> None:
     base = [0.5 + (i % 5) / 10 for i in range(40)]
-    cand = [s - 0.01 for s in base]
-    _, _, status = await judged_run(spec(0.02), cand, baseline("Succeeded", base))
+    cand = [s - (0.02 if i % 2 else 0.0) for i, s in enumerate(base)]  # -0.01 on average
+    _, _, status = await judged_run(spec(0.04), cand, baseline("Succeeded", base))
     figures = status.non_inferiority
-    assert figures is not None and figures.test == "paired-t"
+    truth = compare(base, cand, non_inferiority=0.04)
+    assert figures is not None and figures.test == "paired-t" and figures.interval_method == "t"
+    assert truth.interval is not None and figures.low == truth.interval.low
     assert figures.non_inferior is True and "paired t p =" in passed(status)[2]
+    assert "(t)" in passed(status)[2]
+
+
+@pytest.mark.parametrize("questions", [3, 100])
+async def test_continuous_differences_that_are_all_equal_give_no_verdict(questions: int) -> None:
+    # Every difference the same (here 0, or -0.01 below): no variance is seen, so none is
+    # estimated; the gate cannot pass on a zero-width interval, whatever the margin.
+    base = [0.25 + (i % 3) / 4 for i in range(questions)]
+    for cand in (list(base), [s - 0.01 for s in base]):
+        _, _, status = await judged_run(spec(0.05), cand, baseline("Succeeded", base))
+        assert status.phase == "Succeeded"  # the run itself succeeded
+        value, reason, said = passed(status)
+        assert (value, reason) == ("False", c.NOT_ESTIMABLE), said
+        assert said.startswith("no verdict against base with a margin of 0.05: every one of")
+        assert "cannot be estimated" in said and "the gate does not pass" in said
+        figures = status.non_inferiority
+        assert figures is not None and figures.non_inferior is None
+        assert figures.low is None and figures.high is None and figures.p_value is None
+        assert figures.not_estimable is not None and figures.questions == questions
+    # A score gate beside it: one Passed, False, keeping the reason.
+    _, _, status = await judged_run(
+        spec(0.05, avgScore=0.1), list(base), baseline("Succeeded", base)
+    )
+    assert passed(status)[:2] == ("False", c.NOT_ESTIMABLE)
 
 
 async def test_packed_scores_compare_like_listed_ones() -> None:

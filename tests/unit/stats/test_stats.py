@@ -132,6 +132,17 @@ def t_interval_of(diff: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
     return float(diff.mean() - half), float(diff.mean() + half)
 
 
+def bonett_price_of(b: int, c: int, n: int, alpha: float = 0.05) -> tuple[float, float, float]:
+    """Bonett & Price (2012) for candidate - baseline, from the discordant counts: low, high, SE.
+
+    Laplace estimates of the two discordant cells, (b + 1)/(n + 2) and (c + 1)/(n + 2).
+    """
+    pi_b, pi_c = (b + 1) / (n + 2), (c + 1) / (n + 2)
+    se = math.sqrt((pi_b + pi_c - (pi_b - pi_c) ** 2) / (n + 2))
+    z = sp.norm.ppf(1 - alpha / 2)
+    return max(-1.0, pi_c - pi_b - z * se), min(1.0, pi_c - pi_b + z * se), se
+
+
 def test_binary_comparison_is_mcnemar_exact() -> None:
     # The baseline is right on rows 0..59; the candidate on 0..58 and 60..67: b = 1 (row 59),
     # c = 8 (rows 60..67). Exact McNemar: 2 * P(X <= 1 | 9, ½) = 2 * (1 + 9) / 512.
@@ -142,15 +153,14 @@ def test_binary_comparison_is_mcnemar_exact() -> None:
     assert result.p_value == 20 / 512 == sp.binomtest(1, 9, 0.5).pvalue
     assert result.significant and result.verdict == "better"
     assert result.mean_difference == pytest.approx(0.07)
-    diff = np.array(cand) - np.array(base)
-    assert result.standard_error == pytest.approx(sp.sem(diff))
-    paired = sp.ttest_rel(cand, base).confidence_interval(0.95)
-    assert (result.interval.low, result.interval.high) == (
-        pytest.approx(paired.low),
-        pytest.approx(paired.high),
-    )
-    assert (result.interval.low, result.interval.high) == pytest.approx(t_interval_of(diff))
-    mde = (sp.norm.ppf(0.975) + sp.norm.ppf(0.8)) * np.std(diff, ddof=1) / 10
+    # The interval is Bonett-Price's: centred on (c - b)/(n + 2) = 7/102, SE from the
+    # Laplace estimates 2/102 and 9/102; the MDE from the same SE.
+    low, high, se = bonett_price_of(1, 8, 100)
+    assert result.interval_method == "bonett-price" and result.interval is not None
+    assert (result.interval.low, result.interval.high) == (pytest.approx(low), pytest.approx(high))
+    assert (result.interval.low + result.interval.high) / 2 == pytest.approx(7 / 102)
+    assert result.standard_error == pytest.approx(se)
+    mde = (sp.norm.ppf(0.975) + sp.norm.ppf(0.8)) * se
     assert result.minimum_detectable_effect == pytest.approx(mde)
     assert result.n == 100 and result.confidence == 0.95 and result.power == 0.8
 
@@ -169,8 +179,12 @@ def test_no_discordant_question() -> None:
     assert (result.discordant.baseline_only, result.discordant.candidate_only) == (0, 0)
     assert result.p_value == 1.0 and not result.significant
     assert result.verdict == "no detectable difference"
-    assert (result.interval.low, result.interval.high) == (0.0, 0.0)
-    assert result.standard_error == 0.0 and result.minimum_detectable_effect == 0.0
+    # Not [0, 0]: no discordance on 100 questions still leaves about ±2.7 points.
+    low, high, se = bonett_price_of(0, 0, 100)
+    assert result.interval is not None and result.interval.low == pytest.approx(low)
+    assert result.interval.high == pytest.approx(high) == pytest.approx(-low)
+    assert result.standard_error == pytest.approx(se) and se > 0
+    assert result.minimum_detectable_effect is not None and result.minimum_detectable_effect > 0
 
 
 def test_small_discordance_is_not_significant() -> None:
@@ -207,23 +221,34 @@ def test_one_binary_run_and_one_continuous_run_use_the_t_test() -> None:
     assert result.p_value == pytest.approx(sp.ttest_rel(cand, base).pvalue)
 
 
-def test_equal_continuous_runs_and_constant_differences() -> None:
-    same = compare(CONTINUOUS_BASE, list(CONTINUOUS_BASE))
-    assert same.p_value == 1.0 and same.verdict == "no detectable difference"
-    shifted = [0.5] * 8
-    up = compare(shifted, [0.75] * 8)  # every question 0.25 better: no variance at all
-    assert up.p_value == 0.0 and up.verdict == "better" and up.interval.low == 0.25
-    # Equal but for rounding: scipy warns of precision loss (an error in this suite) unless
-    # kyai.stats keeps it quiet; p is still ~0.
-    noisy = compare([0.4, 0.5, 0.6], [0.5, 0.6, 0.7])
-    assert noisy.p_value < 1e-6 and noisy.verdict == "better"
+def test_equal_continuous_runs_and_constant_differences_draw_no_verdict() -> None:
+    # No variance is seen, so none is estimated: no interval, no p-value, no verdict.
+    same = compare(CONTINUOUS_BASE, list(CONTINUOUS_BASE), non_inferiority=0.05)
+    up = compare([0.5] * 8, [0.75] * 8, non_inferiority=0.05)  # every question 0.25 better
+    # Equal but for rounding (0.5 - 0.4 and 0.6 - 0.5): equal too, and scipy's precision
+    # warning (an error in this suite) is never reached.
+    noisy = compare([0.4, 0.5, 0.6], [0.5, 0.6, 0.7], non_inferiority=0.05)
+    for result, mean in ((same, 0.0), (up, 0.25), (noisy, 0.1)):
+        assert result.mean_difference == pytest.approx(mean)
+        assert result.interval is None and result.standard_error is None
+        assert result.p_value is None and not result.significant
+        assert result.minimum_detectable_effect is None
+        assert result.verdict is None and result.non_inferior is None
+        assert result.test == "paired-t" and result.interval_method == "t"
+        assert result.not_estimable is not None and "cannot be estimated" in result.not_estimable
+        assert result.rank_p_value == 1.0
+    assert "is +0.25" in (up.not_estimable or "")
+    data = up.as_dict()
+    assert data["interval"] is None and data["verdict"] is None and data["non_inferior"] is None
+    assert data["not_estimable"] == up.not_estimable
 
 
 def test_non_inferiority_is_the_low_end_of_the_interval_against_the_margin() -> None:
     base, cand = binary(set(range(70))), binary(set(range(67)))
     plain = compare(base, cand)
     assert plain.non_inferior is None and "non_inferior" not in plain.as_dict()
-    low = plain.interval.low  # about -0.065
+    assert plain.interval is not None
+    low = plain.interval.low  # about -0.072 (Bonett-Price, b = 3, c = 0)
     assert compare(base, cand, non_inferiority=-low + 0.001).non_inferior is True
     assert compare(base, cand, non_inferiority=-low - 0.001).non_inferior is False
     at_the_edge = compare(base, cand, non_inferiority=-low)
@@ -235,22 +260,33 @@ def test_non_inferiority_is_the_low_end_of_the_interval_against_the_margin() -> 
 def test_alpha_moves_every_level() -> None:
     base, cand = binary(set(range(60))), binary(set(range(59)) | set(range(60, 68)))
     result = compare(base, cand, alpha=0.01)
-    diff = np.array(cand) - np.array(base)
     assert result.confidence == 0.99 and not result.significant  # p = 0.039
     assert result.verdict == "no detectable difference"
-    assert (result.interval.low, result.interval.high) == pytest.approx(t_interval_of(diff, 0.01))
-    mde = (sp.norm.ppf(0.995) + sp.norm.ppf(0.8)) * sp.sem(diff)
+    low, high, se = bonett_price_of(1, 8, 100, alpha=0.01)
+    assert result.interval is not None
+    assert (result.interval.low, result.interval.high) == pytest.approx((low, high))
+    mde = (sp.norm.ppf(0.995) + sp.norm.ppf(0.8)) * se
     assert result.minimum_detectable_effect == pytest.approx(mde)
+    continuous = compare(CONTINUOUS_BASE, CONTINUOUS_CAND, alpha=0.01)
+    diff = np.array(CONTINUOUS_CAND) - np.array(CONTINUOUS_BASE)
+    assert continuous.interval is not None
+    assert (continuous.interval.low, continuous.interval.high) == pytest.approx(
+        t_interval_of(diff, 0.01)
+    )
+    mde = (sp.norm.ppf(0.995) + sp.norm.ppf(0.8)) * sp.sem(diff)
+    assert continuous.minimum_detectable_effect == pytest.approx(mde)
 
 
 def test_comparison_json_has_the_issue_keys() -> None:
     data = compare(binary({1, 2}, 10), binary({2, 3, 4}, 10)).as_dict()
     assert set(data) >= {
-        "n", "mean_difference", "standard_error", "interval", "test", "p_value", "significant",
-        "minimum_detectable_effect", "discordant", "verdict",
+        "n", "mean_difference", "standard_error", "interval", "interval_method", "test",
+        "p_value", "significant", "minimum_detectable_effect", "discordant", "verdict",
+        "not_estimable",
     }  # fmt: skip
     assert data["discordant"] == {"baseline_only": 1, "candidate_only": 2}
     assert set(data["interval"]) == {"low", "high"}
+    assert data["interval_method"] == "bonett-price" and data["not_estimable"] is None
 
 
 @pytest.mark.parametrize(
@@ -340,6 +376,9 @@ def test_ranks_of_continuous_runs_against_scipy() -> None:
 def test_ranks_of_one_run_and_of_identical_runs() -> None:
     assert ranks([[0.5, 1.0]]) == [1]
     assert ranks([[0.5, 1.0]] * 4) == [1, 1, 1, 1]
+    # Continuous runs apart by the same amount on every question: no test can be made, so
+    # nothing separates them (the paired t-test used to say p = 0 on two questions).
+    assert ranks([[0.5, 0.6], [0.75, 0.85], [0.1, 0.2]]) == [1, 1, 1]
     with pytest.raises(StatsError, match="run #1: 1 question"):
         ranks([[0.5, 1.0], [1.0]])
 
@@ -361,14 +400,20 @@ def test_a_50000_row_run_against_scipy() -> None:
     assert result.discordant is not None
     assert (result.discordant.baseline_only, result.discordant.candidate_only) == (b, c)
     assert result.p_value == pytest.approx(sp.binomtest(min(b, c), b + c, 0.5).pvalue)
+    low, high, _ = bonett_price_of(b, c, n)
+    assert result.interval is not None
+    assert (result.interval.low, result.interval.high) == pytest.approx((low, high))
+    # At 50,000 questions Bonett-Price and the t interval agree to well under a point.
     paired = sp.ttest_rel(cand, base).confidence_interval(0.95)
-    assert result.interval.low == pytest.approx(paired.low)
+    assert result.interval.low == pytest.approx(paired.low, abs=5e-4)
     continuous_base = rng.uniform(size=n)
     continuous_cand = np.clip(continuous_base + rng.normal(0.002, 0.1, n), 0, 1)
     t_result = compare(list(continuous_base), list(continuous_cand))
     assert t_result.p_value == pytest.approx(
         sp.ttest_rel(continuous_cand, continuous_base).pvalue, rel=1e-9
     )
+    t_ci = sp.ttest_rel(continuous_cand, continuous_base).confidence_interval(0.95)
+    assert t_result.interval is not None and t_result.interval.low == pytest.approx(t_ci.low)
     assert score_interval(list(continuous_base)).method == "t"
     assert isinstance(t_result, Comparison)
     assert ranks([list(base), list(cand), list(base)]) == ranks([base, cand, base])  # type: ignore[list-item]

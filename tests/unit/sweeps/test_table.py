@@ -3,7 +3,9 @@ score vectors, checked against kyai.stats and kyai.leaderboard directly."""
 
 from __future__ import annotations
 
+import json
 import random
+import re
 from typing import Any
 
 import pytest
@@ -91,23 +93,88 @@ def test_intervals_are_kyai_stats_intervals(ns: Any) -> None:
 
 
 def test_baseline_delta_p_value_and_non_inferiority_are_kyai_stats_compare(ns: Any) -> None:
-    sweep, states = finished_sweep(ns, baseline={"workload": "a"}, nonInferiorityMargin=0.1)
+    sweep, states = finished_sweep(ns, baseline={"workload": "a"}, nonInferiorityMargin=0.12)
     rows = by_cell(build_table(sweep, ns.expand(sweep), states, final=True))
     for snapshot in ("s", "t"):
         assert rows[("a", snapshot)].baseline is True
         assert rows[("a", snapshot)].delta is None and rows[("a", snapshot)].p_value is None
         for workload in ("b", "c"):
             expected = compare(VECTORS[("a", snapshot)], VECTORS[(workload, snapshot)],
-                               non_inferiority=0.1)  # fmt: skip
+                               non_inferiority=0.12)  # fmt: skip
             row = rows[(workload, snapshot)]
             assert row.baseline is None
             assert row.delta == pytest.approx(expected.mean_difference)
             assert (row.p_value, row.test) == (expected.p_value, "mcnemar-exact")
             assert row.non_inferior is expected.non_inferior
-    # b is worse on 1 question of 40: d = -0.025 ± t(0.975, 39)·0.025 = [-0.0756, 0.0256],
-    # whose low end is above -0.1; c's (d = -0.4) is not.
+            assert row.estimable is None  # 0/1 scores: always estimable
+    # b is worse on 1 question of 40: Bonett-Price centres on -1/42 with SE 0.0411, so the
+    # low end is -0.104, above -0.12 (not above -0.10); c's (d = -0.4) is not. On t, c
+    # equals a on all 40 questions: ±0.066, not [0, 0].
     assert rows[("b", "s")].non_inferior is True
     assert rows[("c", "s")].non_inferior is False
+    assert rows[("c", "t")].non_inferior is True
+    strict = compare(VECTORS[("a", "s")], VECTORS[("b", "s")], non_inferiority=0.1)
+    assert strict.interval is not None and strict.interval.low == pytest.approx(-0.1043, abs=1e-4)
+    assert strict.non_inferior is False
+
+
+def _sweep_of_two(ns: Any, base: list[float], cand: list[float], margin: float) -> Any:
+    for name in ("a", "b"):
+        ns.add_workload(name, endpoint=True)
+    ns.add_snapshot("s")
+    sweep = spec(workloads=names("a", "b"), snapshots=names("s"), parallelism=2,
+                 baseline={"workload": "a"}, nonInferiorityMargin=margin)  # fmt: skip
+    ns.step(sweep)
+    ns.succeed(ns.run_of("a", "s"), base, key="k")
+    ns.succeed(ns.run_of("b", "s"), cand, key="k")
+    states = cell_states(ns.sweep, ns.expand(sweep), ns.sweep_runs())
+    return build_table(sweep, ns.expand(sweep), states, final=True)
+
+
+@pytest.mark.parametrize(
+    ("questions", "margin", "expected"),
+    [(3, 0.05, False), (100, 0.05, True), (100, 0.02, False)],
+)
+def test_cells_that_agree_on_every_question_prove_only_what_their_size_allows(
+    ns: Any, questions: int, margin: float, expected: bool
+) -> None:
+    # The issue: no discordant question; 3 prove nothing, 100 leave about ±2.7 points.
+    table = _sweep_of_two(ns, [0.0] * questions, [0.0] * questions, margin)
+    row = by_cell(table)[("b", "s")]
+    assert row.non_inferior is expected and row.estimable is None
+    assert (row.delta, row.p_value, row.test) == (0.0, 1.0, "mcnemar-exact")
+    assert [r.rank for r in table.rows] == [1, 1]  # nothing separates them
+    assert sorted(choice.workload for choice in table.best or ()) == ["a", "b"]
+
+
+@pytest.mark.parametrize("questions", [3, 100])
+def test_continuous_cells_that_differ_equally_everywhere_get_no_verdict(
+    ns: Any, questions: int
+) -> None:
+    from kyai.api.evaluationsweep import EvaluationSweepStatus
+    from kyai.sweep_board import NOT_ESTIMABLE, SweepBoard, render_json, render_table
+
+    base = [0.25 + (i % 3) / 4 for i in range(questions)]
+    table = _sweep_of_two(ns, base, [s + 0.1 for s in base], 0.05)
+    row = by_cell(table)[("b", "s")]
+    assert row.estimable is False and row.non_inferior is None and row.p_value is None
+    assert row.delta == pytest.approx(0.1) and row.test == "paired-t"
+    assert "no verdict against the baseline: every one of" in (row.note or "")
+    assert "cannot be estimated" in (row.note or "")
+    # 0.1 better on every question, but no test could be made: the same rank, both best.
+    assert [r.rank for r in table.rows] == [1, 1]
+    assert sorted(choice.workload for choice in table.best or ()) == ["a", "b"]
+    # Shown as n/a (never "yes") in the P-VALUE and NON-INFERIOR columns, the note saying why.
+    board = SweepBoard("evals", "pick", EvaluationSweepStatus(table=list(table.rows)),
+                       table.rows)  # fmt: skip
+    printed = render_table(board).splitlines()
+    line = next(text for text in printed if text.startswith("1 ") and " b " in text)
+    columns = re.split(r"\s{2,}", line)  # DELTA, P-VALUE, NON-INFERIOR side by side
+    delta = columns.index("+0.1000")
+    assert columns[delta + 1 : delta + 3] == [NOT_ESTIMABLE, NOT_ESTIMABLE], line
+    assert "yes" not in columns and "cannot be estimated" in line
+    data = [r for r in json.loads(render_json(board))["rows"] if r["workload"] == "b"]
+    assert data[0]["estimable"] is False and "nonInferior" not in data[0]
 
 
 def test_an_engine_args_baseline_compares_within_each_workload(ns: Any) -> None:
