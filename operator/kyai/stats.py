@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -52,6 +52,7 @@ __all__ = [
     "CONFIDENCE",
     "EQUAL_TOLERANCE",
     "POWER",
+    "PairComparer",
     "Bounds",
     "Comparison",
     "DifferenceMethod",
@@ -447,22 +448,36 @@ def holm(p_values: Sequence[float], *, alpha: float = ALPHA) -> list[bool]:
     return rejected
 
 
-def ranks(score_vectors: Sequence[Sequence[float]], *, alpha: float = ALPHA) -> list[int]:
+#: How :func:`ranks` compares two runs: ``(baseline, candidate) -> compare(..., alpha=alpha)``.
+PairComparer = Callable[[Sequence[float], Sequence[float]], Comparison]
+
+
+def ranks(
+    score_vectors: Sequence[Sequence[float]],
+    *,
+    alpha: float = ALPHA,
+    compare_pair: PairComparer | None = None,
+) -> list[int]:
     """Tie-aware ranks of runs of one comparison key (same rows, same order).
 
-    Every pair is compared with :func:`compare`; Holm–Bonferroni over all pairs at
-    ``alpha`` says which differences are significant (a pair no test can be made of counts
+    Every pair is compared with :func:`compare` at ``alpha``; Holm–Bonferroni over all pairs
+    at ``alpha`` says which differences are significant (a pair no test can be made of counts
     as ``p = 1``: :attr:`Comparison.rank_p_value`); ``rank_i = 1 +`` the number of runs
     significantly better than run ``i``. Runs that no test separates share a rank
     (1, 1, 3 …). The ranks come back in the order of ``score_vectors``.
+
+    ``compare_pair`` replaces the comparison of two runs by one that gives the same result
+    (the sweep's memo of :func:`compare` at the same ``alpha``): the one definition of the
+    ranks, whoever computes them.
     """
-    count = len(score_vectors)
+    _check_level(alpha)
     for position, scores in enumerate(score_vectors):
         _vector(scores, f"run #{position}")
-    pairs = list(itertools.combinations(range(count), 2))
-    comparisons = [compare(score_vectors[i], score_vectors[j], alpha=alpha) for i, j in pairs]
+    pair = compare_pair or (lambda baseline, candidate: compare(baseline, candidate, alpha=alpha))
+    pairs = list(itertools.combinations(range(len(score_vectors)), 2))
+    comparisons = [pair(score_vectors[i], score_vectors[j]) for i, j in pairs]
     rejected = holm([c.rank_p_value for c in comparisons], alpha=alpha)
-    better_than = [0] * count
+    better_than = [0] * len(score_vectors)
     for (i, j), comparison, significant in zip(pairs, comparisons, rejected, strict=True):
         if not significant or comparison.mean_difference == 0:
             continue

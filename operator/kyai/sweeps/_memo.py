@@ -12,14 +12,13 @@ instead of n·(n - 1)/2).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
-from kyai.stats import ALPHA, Comparison, Interval, compare, holm, score_interval
+from kyai.stats import ALPHA, Comparison, Interval, compare, ranks, score_interval
 
 T = TypeVar("T")
 
@@ -66,33 +65,30 @@ def interval(scores: Sequence[float]) -> Interval:
 
 
 def comparison(
-    baseline: Sequence[float], candidate: Sequence[float], *, margin: float | None = None
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    margin: float | None = None,
+    alpha: float = ALPHA,
 ) -> Comparison:
-    """:func:`kyai.stats.compare` of ``candidate`` with ``baseline`` (alpha 0.05)."""
-    key = ("compare", digest(baseline), digest(candidate), margin)
-    return _MEMO.get(key, lambda: compare(baseline, candidate, non_inferiority=margin))
+    """:func:`kyai.stats.compare` of ``candidate`` with ``baseline`` at ``alpha``."""
+    key = ("compare", digest(baseline), digest(candidate), margin, alpha)
+    return _MEMO.get(key, lambda: compare(baseline, candidate, alpha=alpha, non_inferiority=margin))
 
 
-def tie_aware_ranks(vectors: Sequence[Sequence[float]]) -> list[int]:
-    """:func:`kyai.stats.ranks` of ``vectors`` (same definition, alpha 0.05).
+def tie_aware_ranks(vectors: Sequence[Sequence[float]], *, alpha: float = ALPHA) -> list[int]:
+    """:func:`kyai.stats.ranks` of ``vectors`` at ``alpha``, its pairs remembered.
 
-    Every pair compared (remembered), Holm–Bonferroni over all pairs (a pair no test can be
+    The one definition of the ranks (``stats.ranks`` itself, given this memo's comparison):
+    every pair compared, Holm–Bonferroni over all pairs at ``alpha`` (a pair no test can be
     made of counts as p = 1), ``rank = 1 +`` the runs significantly better. Raises
     :class:`kyai.stats.StatsError` as ``ranks`` does.
     """
-    pairs = list(itertools.combinations(range(len(vectors)), 2))
-    if not pairs:
-        for vector in vectors:
-            interval(vector)  # the same refusals as stats.ranks (fewer than 2, outside [0, 1])
-        return [1] * len(vectors)
-    results = [comparison(vectors[i], vectors[j]) for i, j in pairs]
-    rejected = holm([result.rank_p_value for result in results], alpha=ALPHA)
-    better_than = [0] * len(vectors)
-    for (i, j), result, significant in zip(pairs, results, rejected, strict=True):
-        if significant and result.mean_difference != 0:
-            # compare(i, j) looks at j - i: a positive difference means j is better.
-            better_than[i if result.mean_difference > 0 else j] += 1
-    return [1 + better for better in better_than]
+
+    def pair(baseline: Sequence[float], candidate: Sequence[float]) -> Comparison:
+        return comparison(baseline, candidate, alpha=alpha)
+
+    return ranks(vectors, alpha=alpha, compare_pair=pair)
 
 
 def forget() -> None:
