@@ -60,11 +60,20 @@ def metric_gate(
     return Change(c.PASSED, True, c.THRESHOLDS_MET, "every threshold is met"), {}
 
 
+#: The reasons of a failed gate, the one a user must act on first: a comparison that could
+#: not be made (the baseline is of other rows or another key, its scores are gone, or no
+#: interval can be estimated) before a threshold that was missed. A combined Passed keeps
+#: the first of these among its failures.
+ACTION_ORDER = (c.NOT_COMPARABLE, c.SCORES_UNAVAILABLE, c.NOT_ESTIMABLE, c.THRESHOLDS_MISSED)
+
+
 def combine_passed(*gates: Change | None) -> Change | None:
     """One Passed condition from several gates: False when any fails (the failures' messages).
 
-    All passing: True with every message. A failure's own reason is kept when the failures
-    share it (``NotComparable``, ``ScoresUnavailable``), else ``ThresholdsMissed``.
+    All passing: True with every message. Failing: the reason a user must act on first
+    (:data:`ACTION_ORDER`: ``NotComparable`` before ``ScoresUnavailable``, ``NotEstimable``
+    and ``ThresholdsMissed``; an unknown reason after them) and every failure's message, that
+    gate's first.
     """
     found = [gate for gate in gates if gate is not None]
     if not found:
@@ -75,6 +84,11 @@ def combine_passed(*gates: Change | None) -> Change | None:
     if not misses:
         messages = dict.fromkeys(gate.message for gate in found)
         return Change(c.PASSED, True, c.THRESHOLDS_MET, "; ".join(messages))
-    reasons = {gate.reason for gate in misses}
-    reason = reasons.pop() if len(reasons) == 1 else c.THRESHOLDS_MISSED
-    return Change(c.PASSED, False, reason, "; ".join(gate.message for gate in misses))
+
+    def urgency(gate: Change) -> int:
+        reason = gate.reason
+        return ACTION_ORDER.index(reason) if reason in ACTION_ORDER else len(ACTION_ORDER)
+
+    ordered = sorted(misses, key=urgency)  # stable: gates of one reason keep their order
+    messages = dict.fromkeys(gate.message for gate in ordered)
+    return Change(c.PASSED, False, ordered[0].reason, "; ".join(messages))

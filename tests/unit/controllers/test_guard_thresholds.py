@@ -77,3 +77,37 @@ def test_metric_gate_and_combined_passed() -> None:
     assert combine_passed(ok, bad) == bad
     both = combine_passed(bad, Change("Passed", False, "ThresholdsMissed", "x/y is missing"))
     assert both is not None and both.message == "avgScore 0.1 < 0.5; x/y is missing"
+
+
+@pytest.mark.parametrize(
+    ("gates", "reason", "first"),
+    [
+        # A baseline of other rows, and a score under its threshold: the comparison must be
+        # fixed first, whatever the order of the gates.
+        (("score", "comparable"), "NotComparable", "not compared with base"),
+        (("comparable", "score"), "NotComparable", "not compared with base"),
+        (("metric", "unavailable", "score"), "ScoresUnavailable", "scores of base are gone"),
+        (("score", "estimable", "metric"), "NotEstimable", "no verdict"),
+        (("score", "metric"), "ThresholdsMissed", "avgScore 0.1000 < 0.5"),
+        (("comparable", "unavailable"), "NotComparable", "not compared with base"),
+    ],
+)
+def test_a_combined_passed_keeps_the_reason_to_act_on(
+    gates: tuple[str, ...], reason: str, first: str
+) -> None:
+    made = {
+        "score": Change("Passed", False, "ThresholdsMissed", "avgScore 0.1000 < 0.5"),
+        "metric": Change("Passed", False, "ThresholdsMissed", "x/y is missing"),
+        "comparable": Change("Passed", False, "NotComparable", "not compared with base: rows"),
+        "unavailable": Change("Passed", False, "ScoresUnavailable", "scores of base are gone"),
+        "estimable": Change("Passed", False, "NotEstimable", "no verdict: all equal"),
+    }
+    ok = Change("Passed", True, "ThresholdsMet", "every threshold is met")
+    combined = combine_passed(ok, *(made[name] for name in gates))
+    assert combined is not None and combined.status is False
+    assert combined.reason == reason
+    assert combined.message.startswith(first)
+    # Every failure is still said, none twice; the passing gate is not.
+    for name in gates:
+        assert combined.message.count(made[name].message) == 1
+    assert "every threshold is met" not in combined.message
