@@ -251,3 +251,39 @@ def test_bad_serving_flags_exit_2_naming_the_flag(
         main(generate_args("http://127.0.0.1:9", dataset, tmp_path / "out", *flags))
     assert caught.value.code == 2
     assert f"argument {named}" in capsys.readouterr().err
+
+
+def test_the_engines_figures_are_the_runs_own_after_earlier_traffic(
+    llm_double_thread: Any, dataset: Path, tmp_path: Path
+) -> None:
+    """Warm-up traffic and an earlier run on the same engine are not the run's figures.
+
+    The engine's histograms are cumulative; ``serving.server`` must be the difference between
+    the scrapes before and after the phase: the run's requests, tokens and latencies only.
+    """
+    double = llm_double_thread(
+        models=[ModelSpec("cand")],
+        rules=[
+            # Warm-up: slow (300 ms before the first token) and long (40 tokens).
+            Rule(match="warm up", delay_s=0.3, content="warm" * 40),
+            Rule(content=ANSWER),  # the run's rows: 20 tokens, at once
+        ],
+    )
+    metrics = f"{double.url}/metrics"
+    with httpx.Client(timeout=10) as http:
+        for number in range(6):
+            body = {"model": "cand", "messages": [{"role": "user", "content": f"warm up {number}"}]}
+            assert http.post(f"{double.base_url}/chat/completions", json=body).status_code == 200
+    blocks = []
+    for name in ("first", "second"):  # the second run follows the first on the same engine
+        out = tmp_path / name
+        assert main(generate_args(double.url, dataset, out, "--server-metrics", metrics)) == 0
+        blocks.append(run_serving(out))
+    for block in blocks:
+        server = block["server"]
+        assert server["requests"] == ROWS == block["requests"]
+        assert server["output_tokens"] == ROWS * 20 == block["output_tokens"]
+        # Not one warm-up request (>= 300 ms to its first token) in the engine's TTFT.
+        assert server["ttft_ms"]["mean"] < 150.0, server["ttft_ms"]
+        assert server["e2e_ms"]["mean"] < 150.0, server["e2e_ms"]
+        assert server["ttft_ms"]["mean"] <= block["ttft_ms"]["mean"] + 1.0
