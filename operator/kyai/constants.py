@@ -71,3 +71,8 @@ JUDGE_GATEWAY_AUDIENCE = "kyai-judge-gateway"
 
 #: The shortest lifetime the API server issues a projected ServiceAccount token for (seconds).
 MIN_PROJECTED_TOKEN_SECONDS = 600
+
+#: The error code (``error.code``) of the judge gateway's answer when the default judge
+#: refused the platform's API key (401 or 403 upstream): the platform's problem, never the
+#: caller's, and not cured by asking again. Workers stop early on it and say whose it is.
+GATEWAY_REFUSED_KEY = "UpstreamRefusedKey"

@@ -15,6 +15,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
@@ -1012,3 +1013,43 @@ async def test_the_command_serves_until_sigterm_and_refuses_bad_settings(
     assert process.returncode == 0, stderr.decode()
     logged = stderr.decode()
     assert "serving" in logged and KEY not in logged and token not in logged
+
+
+@pytest.mark.parametrize("refusal", [401, 403])
+async def test_the_judge_refusing_the_platforms_key_is_the_platforms_problem(
+    start_gateway: StartGateway,
+    cluster: StandinAPI,
+    judge: LLMDouble,
+    http: aiohttp.ClientSession,
+    caplog: pytest.LogCaptureFixture,
+    refusal: int,
+) -> None:
+    """A revoked or wrong platform key (the judge answers 401 or 403) is never the caller's.
+
+    The caller gets a 502 UpstreamRefusedKey saying whose it is (never the judge's 401/403,
+    which would read as the tenant being refused); the gateway logs it as the platform's,
+    naming the namespace that met it, and counts it apart from the callers' refusals.
+    """
+    judge.api_key = "sk-the-judge-now-wants-another-key"
+    judge.unauthorized_status = refusal
+    gateway = await start_gateway()
+    cluster.add_pod("team-a", "judge-pod", account="w")
+    token = cluster.issue("team-a", "w", "judge-pod")
+    with caplog.at_level(logging.ERROR, logger="kyai.gateway"):
+        for _ in range(2):
+            status, body, _ = await post(http, gateway, token)
+            assert status == 502
+            assert body["error"]["code"] == "UpstreamRefusedKey"
+            assert f"refused the platform's API key (HTTP {refusal})" in body["error"]["message"]
+            assert "defaultJudge.apiKeySecret" in body["error"]["message"]
+    assert [r.status for r in judge.requests] == [refusal, refusal]  # it did ask the judge
+    logged = [r.getMessage() for r in caplog.records if "refused the platform" in r.getMessage()]
+    assert len(logged) == 2 and all("namespace team-a" in line for line in logged)
+    assert all(KEY not in line for line in logged)
+    text = await metrics_text(http, gateway)
+    assert sample(text, "kyai_judge_gateway_upstream_refusals_total", code=str(refusal)) == 2
+    assert sample(text, "kyai_judge_gateway_requests_total", code="502", namespace="team-a") == 2
+    assert (
+        sample(text, "kyai_judge_gateway_requests_total", code=str(refusal), namespace="team-a")
+        == 0
+    )

@@ -225,3 +225,31 @@ def test_a_namespace_not_selected_is_stalled_until_it_opts_in(
     assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs()[-3000:])
     assert condition(done, "Stalled")["status"] == "False"
     assert gateway.metric("kyai_judge_gateway_requests_total", namespace="team-b", code="200") > 0
+
+
+def test_a_judge_that_refuses_the_platforms_key_fails_the_run_saying_whose_it_is(
+    kubectl: Kubectl, operator: Operator, gateway: Gateway, double: LLMDouble,
+    platform_judge: LLMDouble,
+) -> None:  # fmt: skip
+    """The platform's key revoked (the judge answers 403): the run fails at once, and says it
+    is the platform's to fix, not the tenant's; the gateway logs and counts it so."""
+    platform_judge.api_key, platform_judge.unauthorized_status = "sk-revoked", 403
+    try:
+        tenant(kubectl, "team-c", double, opted_in=True)
+        done = kubectl.wait_for(
+            "evaluationrun", "r", "team-c", phase_is("Succeeded", "Failed"), timeout=120
+        )
+    finally:
+        platform_judge.api_key, platform_judge.unauthorized_status = KEY, 401
+    assert done["status"]["phase"] == "Failed", done["status"]
+    failed = condition(done, "Ready")
+    assert "refused the platform's API key (HTTP 403)" in failed["message"], failed
+    assert "defaultJudge.apiKeySecret" in failed["message"]
+    assert "not this run's" in failed["message"]
+    assert "API key?" not in failed["message"]  # never blames the tenant's configuration
+    assert gateway.metric("kyai_judge_gateway_upstream_refusals_total", code="403") >= 1
+    assert gateway.metric("kyai_judge_gateway_requests_total", namespace="team-c", code="502") >= 1
+    assert gateway.metric("kyai_judge_gateway_requests_total", namespace="team-c", code="403") == 0
+    logged = gateway.log.read_text(encoding="utf-8")
+    assert "refused the platform's API key (HTTP 403)" in logged and "namespace team-c" in logged
+    assert KEY not in logged

@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from kyai import _json
+from kyai.constants import GATEWAY_REFUSED_KEY
 from kyai.evaluation._budget import estimate_prompt_tokens
 from kyai.evaluation._keyfile import KeyFile, KeyFileError
 from kyai.evaluation._redact import redact, register_secret
@@ -91,12 +92,15 @@ class ChatError(Exception):
         status: int | None = None,
         attempts: int = 1,
         max_tokens: int | None = None,
+        code: str | None = None,
     ) -> None:
         message = redact(message)
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.status = status
+        #: The error answer's own ``error.code``, when it gave a string one.
+        self.code = code
         self.attempts = attempts
         self.max_tokens = max_tokens
 
@@ -213,6 +217,24 @@ def _error_payload(body: Any) -> Mapping[str, Any]:
             return inner
         return body
     return {}
+
+
+def _refused_key(response: _Reply) -> str | None:
+    """The judge gateway's message when its answer says the judge refused the platform's key."""
+    if response.status == 200 or not _looks_like_json(response):
+        return None
+    try:
+        payload = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if _error_code(payload) != GATEWAY_REFUSED_KEY:
+        return None
+    return f"HTTP {response.status}: {_error_message(payload, response.text)}."
+
+
+def _error_code(body: Any) -> str | None:
+    code = _error_payload(body).get("code")
+    return code if isinstance(code, str) and code else None
 
 
 def _error_message(body: Any, text: str) -> str:
@@ -462,6 +484,7 @@ class _Failure:
     status: int | None = None
     retry_after: float | None = None
     retryable: bool = True
+    code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -503,7 +526,12 @@ def _final(failure: _Failure, attempts: int, budget: int | None) -> ChatError:
     if failure.retryable:
         detail += f" (gave up after {attempts} attempts)"
     return ChatError(
-        failure.kind, detail, status=failure.status, attempts=attempts, max_tokens=budget
+        failure.kind,
+        detail,
+        status=failure.status,
+        attempts=attempts,
+        max_tokens=budget,
+        code=failure.code,
     )
 
 
@@ -591,7 +619,9 @@ class ChatClient:
     async def list_models(self) -> list[dict[str, Any]]:
         """The server's ``/v1/models`` cards; ``[]`` when it does not serve that route.
 
-        Raises :class:`EndpointUnreachableError` when the server cannot be reached.
+        Raises :class:`EndpointUnreachableError` when the server cannot be reached, and
+        :class:`EndpointConfigError` at once when the judge gateway says the judge refused the
+        platform's key (no retry can cure that).
         """
         state = _Attempt()
         while True:
@@ -610,6 +640,12 @@ class ChatClient:
                         f"{detail}."
                     )
                 ) from None
+            refused_key = _refused_key(response)
+            if refused_key is not None:
+                raise EndpointConfigError(
+                    f"{self.base_url}/models: {refused_key} This is the platform's "
+                    "configuration, not this run's: nothing in the run can fix it."
+                )
             if response.status in RETRYABLE_STATUSES and state.retries < self.retry.max_retries:
                 state.retries += 1
                 await asyncio.sleep(self.retry.delay(state.retries, _retry_after(response)))
@@ -759,12 +795,15 @@ class ChatClient:
             return _Shrink(overflow, message)
         if streaming and refuses_streaming(status, message):
             return _Refused(f"HTTP {status}: {message}")
+        code = _error_code(payload)
         return _Failure(
             HTTP_ERROR,
             f"HTTP {status}: {message}",
             status=status,
             retry_after=_retry_after(response),
-            retryable=status in RETRYABLE_STATUSES,
+            # The judge gateway's 502 for a key the judge refused: asking again cannot help.
+            retryable=status in RETRYABLE_STATUSES and code != GATEWAY_REFUSED_KEY,
+            code=code,
         )
 
     @staticmethod

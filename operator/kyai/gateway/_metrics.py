@@ -73,6 +73,13 @@ class GatewayMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.refusals = Counter(
+            "kyai_judge_gateway_upstream_refusals",
+            "Requests the default judge refused for the platform's API key (HTTP 401 or 403 "
+            "upstream; the caller got a 502 UpstreamRefusedKey), by the judge's status.",
+            ["code"],
+            registry=self.registry,
+        )
         if in_flight is not None:
             self.registry.register(_InFlight(in_flight))
         self.overhead = Histogram(
@@ -92,6 +99,10 @@ class GatewayMetrics:
             child = self.requests.labels(namespace=namespace, code=str(code))
             self._answered[namespace, code] = child
         child.inc()
+
+    def refused_key(self, code: int) -> None:
+        """Count one request the default judge refused for the platform's key."""
+        self.refusals.labels(code=str(code)).inc()
 
     def usage(self, namespace: str, usage: Mapping[str, Any] | None) -> None:
         """Add a response's ``usage`` (prompt and completion tokens) to the namespace."""

@@ -23,6 +23,7 @@ from aiohttp import web
 
 from kyai import __version__
 from kyai._json import dumps_body
+from kyai.constants import GATEWAY_REFUSED_KEY
 from kyai.gateway._auth import (
     UNKNOWN_NAMESPACE,
     Caller,
@@ -358,11 +359,18 @@ class Gateway:
         upstream_s = time.perf_counter() - upstream_started
         limiter.observe(upstream_s)
         if status in (401, 403):
-            # The platform's key, not the caller's token: the caller can do nothing about it.
-            log.error("the default judge refused the API key: HTTP %s", status)
+            # The platform's key, not the caller's token: the caller can do nothing about it,
+            # so the judge's refusal is never passed through as if the caller were refused.
+            self.metrics.refused_key(status)
+            log.error(
+                "the default judge refused the platform's API key (HTTP %s) on a request of "
+                "namespace %s: fix defaultJudge.apiKeySecret",
+                status,
+                caller.namespace,
+            )
             raise GatewayError(
                 502,
-                "UpstreamRefusedKey",
+                GATEWAY_REFUSED_KEY,
                 f"the default judge refused the platform's API key (HTTP {status}); the "
                 "platform team must fix defaultJudge.apiKeySecret",
             )

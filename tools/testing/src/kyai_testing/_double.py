@@ -145,6 +145,7 @@ class LLMDouble:
         stream_mode: str = "stream",
         metrics: MetricsFamily | None = None,
         interrupt_requests: bool = False,
+        unauthorized_status: int = 401,
     ) -> None:
         if not models:
             raise DoubleConfigError("The double needs at least one model to serve.")
@@ -178,6 +179,9 @@ class LLMDouble:
         #: does with ``interrupt_requests`` (its default): its two locks, the outer held by
         #: the request waiting for the model, the inner by the one being answered.
         self.interrupt_requests = interrupt_requests
+        #: The status of an answer to a missing or wrong key: 401 as vLLM, SGLang and
+        #: llama.cpp answer it, or 403 as some gateways and hosted APIs do.
+        self.unauthorized_status = unauthorized_status
         self._outer_lock = asyncio.Lock()
         self._inner_lock = asyncio.Lock()
         #: How many streams were interrupted so.
@@ -311,9 +315,17 @@ class LLMDouble:
             request.headers.get("Authorization") == f"Bearer {self.api_key}"
         )
 
+    def _refusal(self) -> Answer:
+        """The answer to a missing or wrong key (:attr:`unauthorized_status`)."""
+        if self.unauthorized_status == 401:
+            return unauthorized_answer(self.style)
+        return error_answer(
+            self.style, self.unauthorized_status, "The API key is not allowed to use this model."
+        )
+
     async def _list_models(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
-            status, body = unauthorized_answer(self.style)
+            status, body = self._refusal()
             return web.json_response(body, status=status)
         created = int(time.time())
         cards = []
@@ -458,7 +470,7 @@ class LLMDouble:
     async def _answer_chat(self, request: web.Request, record: RecordedRequest) -> _Reply:
         style = self.style
         if not self._authorized(request):
-            return _reply(unauthorized_answer(style))
+            return _reply(self._refusal())
         try:
             body = json.loads(await request.read())
         except ValueError as exc:
