@@ -390,3 +390,47 @@ def test_cell_runs_are_valid_evaluation_runs(ns: Any) -> None:
     assert labels["kyai.io/sweep-cell"] == ns.expand(sweep).cells[0].hash
     assert manifest["metadata"]["ownerReferences"][0]["controller"] is True
     assert manifest["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] is True
+
+
+def test_a_deleted_workload_a_running_cell_uses_holds_one_place_not_two(ns: Any) -> None:
+    """A derived Workload deleted while its cell still runs: its place is counted once.
+
+    While the cell runs, its run holds the place (the Workload's pods are the run's); once the
+    run is done the terminating Workload holds it until its pods are gone; never both, never
+    neither. Exact counts of the cells started at each step.
+    """
+    for name in ("s1", "s2"):
+        ns.add_snapshot(name)
+    ns.add_workload("remote", endpoint=True)
+    sweep = served_sweep(ns, snapshots=names("s1", "s2"), parallelism=2)
+    sweep = spec(**{**sweep.model_dump(by_alias=True, exclude_unset=True),
+                    "workloads": names("qwen", "remote")})  # fmt: skip
+    ns.slow_deletion = True
+    default = derived_workload_name("pick", "qwen", "default")
+    first = ns.step(sweep)
+    assert len(first.create_runs) == 2 and first.unfinished == 0
+    qwen_run = ns.run_of("qwen", "s1", "default")
+    other = next(name for name in ns.unfinished() if name != qwen_run)
+    # Someone deletes the derived Workload while its cell runs (its pods terminate slowly).
+    ns.workloads[default]["metadata"]["deletionTimestamp"] = "2026-01-31T12:00:00Z"
+    held = ns.step(sweep)
+    assert (len(held.create_runs), held.unfinished) == (0, 2)  # two runs, not three places
+    # The other cell ends: exactly one place frees, and one cell starts.
+    ns.succeed(other, [1, 0])
+    freed = ns.step(sweep)
+    assert (len(freed.create_runs), freed.unfinished) == (1, 1)
+    started = freed.create_runs[0]["spec"]["workloadRef"]["name"]
+    assert started != default  # a cell of the Workload being deleted waits
+    # The qwen cell ends while its Workload still terminates: the Workload holds the place.
+    ns.succeed(qwen_run, [1, 1])
+    ns.succeed(started_run(ns, freed), [1, 1])
+    terminating = ns.step(sweep)
+    assert (len(terminating.create_runs), terminating.unfinished) == (1, 1)
+    # Its pods are gone: both places are free again.
+    ns.gone(default)
+    assert ns.plan(sweep).unfinished == len(ns.unfinished())
+
+
+def started_run(ns: Any, decided: Any) -> str:
+    (manifest,) = decided.create_runs
+    return str(manifest["metadata"]["name"])
