@@ -9,8 +9,9 @@ run can never start.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,6 +20,7 @@ from kyai.api import (
     EvaluationRunSpec,
     EvaluationRunStatus,
     GatewayToken,
+    JudgedPlan,
     JudgeSpec,
     JudgesPlan,
     LLMJudgePlan,
@@ -356,7 +358,81 @@ async def resolve_llm_judge(
     return await _default_judge(svc, run, judge)
 
 
-async def source_run(svc: Services, namespace: str, source_name: str) -> EvaluationRunStatus:
+#: How many runs the chain of a waiting re-judge's sources is followed through looking for a
+#: circle (a longer chain is waited for as any source that has not succeeded).
+SOURCE_CHAIN_LIMIT = 16
+
+Reader = Callable[[str], Awaitable[Mapping[str, Any] | None]]
+
+
+def _waiting_source(run: Mapping[str, Any]) -> str | None:
+    """The source a re-judge that has not started names (None: not a re-judge, or started).
+
+    A started run's source has succeeded: a chain of sources ends there.
+    """
+    if ((run.get("status") or {}).get("phase") or "Pending") != "Pending":
+        return None
+    ref = ((run.get("spec") or {}).get("generationFrom") or {}).get("runRef") or {}
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return str(name) if name else None
+
+
+async def source_circle(
+    run: str, source: str, read: Reader, *, limit: int = SOURCE_CHAIN_LIMIT
+) -> list[str] | None:
+    """``run``, its source, that run's source, ... up to the first run met again; else None.
+
+    The chain ends (None) at a run that does not exist, is not a re-judge or has started, or
+    after ``limit`` runs. ``[a, a]``: ``a`` re-judges itself; ``[a, b, a]``: ``a`` and ``b``
+    re-judge each other; ``[u, a, b, a]``: ``u`` waits on the circle of ``a`` and ``b``.
+    """
+    chain = [run]
+    name = source
+    while name not in chain:
+        if len(chain) > limit:
+            return None
+        found = await read(name)
+        following = _waiting_source(found) if found is not None else None
+        if following is None:
+            return None
+        chain.append(name)
+        name = following
+    return [*chain, name]
+
+
+def circle_message(chain: Sequence[str]) -> str:
+    """What a run whose chain of sources is ``chain`` (:func:`source_circle`) is told."""
+    met = chain[-1]
+    circle = list(chain[chain.index(met) : -1])
+    steps = ", ".join(
+        f"{name} re-judges {'itself' if name == source else source}"
+        for name, source in pairwise(chain)
+    )
+    another = "another run, one that generated answers (or a re-judge of one)"
+    if chain[0] == met and len(circle) == 1:
+        return (
+            f"{steps}: it would wait for its own answers forever; "
+            f"spec.generationFrom.runRef.name must name {another}"
+        )
+    if chain[0] == met:
+        return (
+            f"{steps}: re-judges in a circle wait for each other's answers forever; "
+            f"spec.generationFrom.runRef.name of one of them must name {another}"
+        )
+    return (
+        f"{steps}: its source waits in a circle of re-judges forever; "
+        f"spec.generationFrom.runRef.name of {' or '.join(circle)} must name {another}"
+    )
+
+
+async def source_run(
+    svc: Services, namespace: str, source_name: str, *, run: str
+) -> EvaluationRunStatus:
+    """The status of the Succeeded run ``run`` re-judges; Waiting while it is not there.
+
+    A source that Failed, or a chain of sources that comes round again
+    (:func:`source_circle`), is a wait no time ends: Stalled at once.
+    """
     source = await svc.kube.get(KIND, namespace, source_name)
     if source is None:
         raise Waiting(c.SOURCE_RUN_NOT_FOUND, f"the EvaluationRun {source_name} does not exist")
@@ -369,12 +445,30 @@ async def source_run(svc: Services, namespace: str, source_name: str) -> Evaluat
             "spec.generationFrom.runRef at a run that succeeded)",
         )
     if status.phase != "Succeeded" or not status.results_claim:
+
+        async def read(name: str) -> Mapping[str, Any] | None:
+            return source if name == source_name else await svc.cached(KIND, namespace, name)
+
+        circle = await source_circle(run, source_name, read)
+        if circle is not None:
+            raise Waiting(c.CIRCULAR_REJUDGE, circle_message(circle))
         raise Waiting(
             c.SOURCE_RUN_NOT_READY,
             f"the EvaluationRun {source_name} has not succeeded yet "
             f"(phase {status.phase or 'Pending'})",
         )
     return status
+
+
+def generations_of(status: EvaluationRunStatus, source_name: str) -> str:
+    """Where the answers a Succeeded run was judged on are (a re-judge re-judges them too).
+
+    A run's judge read them where its plan says: a generating run's own results, a
+    re-judge's source's (a re-judge's own results hold only its judgements).
+    """
+    if isinstance(status.plan, JudgedPlan):
+        return status.plan.generations_path
+    return status.results_path or worker_args.results_path(source_name)
 
 
 async def ready_reference(

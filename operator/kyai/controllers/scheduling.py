@@ -49,6 +49,17 @@ JOBS_PER_LIST = 100
 WAKING = {"Workload": ("Ready",), "Snapshot": ("Ready",), KIND: ("Succeeded", "Failed")}
 
 
+def _in_circle(status: Any) -> bool:
+    """Whether a run's status says it is Stalled in a circle of re-judges."""
+    return any(
+        isinstance(found, Mapping)
+        and found.get("type") == c.STALLED
+        and found.get("status") == "True"
+        and found.get("reason") == c.CIRCULAR_REJUDGE
+        for found in (status or {}).get("conditions") or ()
+    )
+
+
 def _head(run: Mapping[str, Any]) -> RunStatusHead:
     """The run's status head; an unreadable status reads as empty (its reconcile says why)."""
     try:
@@ -333,11 +344,13 @@ class Scheduler:
         """An object runs wait for changed: once it is ready, its waiting runs go on now.
 
         A Workload or Snapshot turning Ready (once: not at each of its later events), a run
-        finishing (its re-judges). Only Pending runs naming it, from the watch's cache and its
-        index of Pending runs: no LIST, no look at every unfinished run, not the resync.
+        finishing (its re-judges), or a run Stalled in a circle of re-judges (its re-judges:
+        they wait on the circle, and say so at once, not at the resync). Only Pending runs
+        naming it, from the watch's cache and its index of Pending runs: no LIST, no look at
+        every unfinished run, not the resync.
         """
         phase = (status or {}).get("phase")
-        if phase not in WAKING[kind]:
+        if phase not in WAKING[kind] and not (kind == KIND and _in_circle(status)):
             self.svc.ready.discard((kind, namespace, name))
             return
         if kind != KIND:

@@ -1,8 +1,10 @@
 """Re-judge: judge the stored answers of another run again (``spec.generationFrom``).
 
-Pending until the source run Succeeded (Stalled at once when it Failed) → Judging (``kyai
-judge`` of the source's answers on its claim) → Succeeded or Failed. The candidate is never
-called; the run's columns show the source's Workload and Snapshot.
+Pending until the source run Succeeded (Stalled at once when it Failed, or when the chain of
+sources comes round again: ``CircularRejudge``) → Judging (``kyai judge`` of the source's
+answers on its claim) → Succeeded or Failed. The candidate is never called; the run's columns
+show the source's Workload and Snapshot. The source may itself be a re-judge: the answers
+judged are then those its own judge read (its plan's ``generationsPath``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import ClassVar
 
 from kyai.api import EvaluationRunSpec, EvaluationRunStatus, RejudgePlan, RunKindName
 from kyai.builders import worker_args
-from kyai.controllers._references import resolve_judges, source_run
+from kyai.controllers._references import generations_of, resolve_judges, source_run
 from kyai.controllers.kinds._judging import (
     judge_references,
     judge_step,
@@ -52,7 +54,7 @@ class RejudgeKind(RunKind):
         """The source's stored answers and the judges' plan."""
         assert spec.generation_from is not None
         source_name = spec.generation_from.run_ref.name
-        source = await source_run(ctx.svc, ctx.namespace, source_name)
+        source = await source_run(ctx.svc, ctx.namespace, source_name, run=ctx.name)
         assert source.results_claim is not None
         judges = await resolve_judges(
             ctx.svc, ctx.run, spec.judge_list(),
@@ -62,7 +64,7 @@ class RejudgeKind(RunKind):
             results_claim=source.results_claim,
             own_claim=False,
             judges=judges,
-            generations_path=source.results_path or worker_args.results_path(source_name),
+            generations_path=generations_of(source, source_name),
         )
         facts = EvaluationRunStatus(
             results_claim=source.results_claim,
