@@ -39,6 +39,8 @@ from kyai_devcluster._images import (
 )
 from kyai_devcluster._kubelet import Kubelet, RuntimeName
 from kyai_devcluster._kueue import KueueController, install_crds, kueue_webhook
+from kyai_devcluster._lws import LeaderWorkerSetController, lws_webhook
+from kyai_devcluster._lws import install_crds as install_lws_crds
 from kyai_devcluster._network import HostsFile, ServiceProxy, network_env
 from kyai_devcluster._pki import Pki, PkiError, make_pki
 from kyai_devcluster._runtime import EntryFunction, PodmanRuntime, ProcessRuntime, Runtime
@@ -139,6 +141,7 @@ class DevCluster:
     ``entrypoint_function`` (process runtime) replaces ``entrypoint``: a local-image
     container without a command runs as that coroutine in the devcluster's event loop.
     ``kueue`` installs Kueue's CRDs and runs the Kueue emulation (:mod:`kyai_devcluster._kueue`).
+    ``lws`` installs LeaderWorkerSet's CRD and runs its emulation (:mod:`kyai_devcluster._lws`).
     """
 
     def __init__(
@@ -162,6 +165,7 @@ class DevCluster:
         engine_command: Sequence[str] | None = None,
         entrypoint_function: EntryFunction | None = None,
         kueue: bool = False,
+        lws: bool = False,
     ) -> None:
         if runtime not in ("process", "podman"):
             raise DevClusterError(f"runtime must be 'process' or 'podman', not {runtime!r}")
@@ -193,6 +197,7 @@ class DevCluster:
         self.engine_command = tuple(engine_command) if engine_command else None
         self.entrypoint_function = entrypoint_function
         self.kueue = kueue
+        self.lws = lws
         self.pki: Pki | None = None
         self._https_runner: web.AppRunner | None = None
         self._proxy: ServiceProxy | None = None
@@ -300,6 +305,9 @@ class DevCluster:
         if self.kueue:
             self._controllers.append(KueueController(self.store))
             self.store.mutators.append(kueue_webhook)
+        if self.lws:
+            self._controllers.append(LeaderWorkerSetController(self.store))
+            self.store.mutators.append(lws_webhook)
         for controller in self._controllers:
             self.store.subscribe(controller.on_event)
             controller.start()
@@ -369,6 +377,8 @@ class DevCluster:
             self.store.create(namespaces, None, {"metadata": {"name": name}})
         if self.kueue:
             install_crds(self.store)
+        if self.lws:
+            install_lws_crds(self.store)
         nodes = self.store.type_for("", "nodes")
         node = self.store.create(
             nodes,

@@ -49,6 +49,7 @@ import os
 import re
 import shutil
 import sys
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,9 @@ PASSED_ENVIRONMENT: tuple[str, ...] = ("LANG", "LC_ALL", "TZ", "SYSTEMROOT")
 #: Where Kubernetes projects the service-account token.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 POD_IP_VARIABLE = "KYAI_DEVCLUSTER_POD_IP"
+#: What the NVIDIA device plugin (envvar strategy) gives a container: its GPUs' UUIDs.
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_VARIABLE = "NVIDIA_VISIBLE_DEVICES"
 #: Where containers see the name and bind shim (on their PYTHONPATH).
 CONTAINER_SHIM_DIR = "/var/run/kyai-devcluster/shim"
 #: Restart back-off of long-running containers: first delay, doubling up to the cap.
@@ -399,7 +403,13 @@ class Kubelet:
         self.pod_addresses.release(run.uid)
         # Memory-backed volumes live outside the workdir: never leave them behind.
         shutil.rmtree(self._memory_dir(run), ignore_errors=True)
-        if remove:
+        # A pod of the same name may run already (a StatefulSet's or LeaderWorkerSet's pod
+        # recreated as soon as the old one left the store): its directory is the same one.
+        successor = any(
+            other.namespace == run.namespace and other.name == run.name
+            for other in self._runs.values()
+        )
+        if remove and not successor:
             shutil.rmtree(self.pod_dir(run.namespace, run.name), ignore_errors=True)
 
     async def _kill(self, run: PodRun) -> None:
@@ -1011,6 +1021,14 @@ class Kubelet:
                 KUBERNETES_PORT=f"tcp://{host}:{port}",
             )
         env.update(HOSTNAME=name, **{POD_IP_VARIABLE: run.pod_ip})
+        gpus = _gpu_count(container)
+        if gpus:
+            # The device plugin's allocation, before the container's own env (which may
+            # override it): engines (Ray, vLLM, SGLang stand-ins) count the node's GPUs here.
+            seed = f"{run.uid}/{container.get('name')}"
+            env[GPU_VARIABLE] = ",".join(
+                f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'{seed}/{index}')}" for index in range(gpus)
+            )
         for source in container.get("envFrom") or []:
             prefix = str(source.get("prefix", ""))
             for key, plural in (("configMapRef", "configmaps"), ("secretRef", "secrets")):
@@ -1194,6 +1212,18 @@ class Kubelet:
     @staticmethod
     def _start_error(message: str) -> Obj:
         return {"exitCode": 128, "reason": "StartError", "message": message}
+
+
+def _gpu_count(container: Obj) -> int:
+    """The ``nvidia.com/gpu`` a container is given (its limit, else its request)."""
+    resources = container.get("resources") or {}
+    value = (resources.get("limits") or {}).get(GPU_RESOURCE) or (
+        resources.get("requests") or {}
+    ).get(GPU_RESOURCE)
+    try:
+        return max(int(str(value or 0)), 0)
+    except ValueError:
+        return 0
 
 
 def _write_file(path: Path, content: bytes, mode: int) -> None:

@@ -8,10 +8,14 @@
   container ports), so ``port`` ≠ ``targetPort`` and readiness work as in a cluster;
 * the names ``svc``, ``svc.ns``, ``svc.ns.svc`` and ``svc.ns.svc.cluster.local`` map to the
   clusterIP (a headless Service's to its first ready pod) in a hosts file kept in the
-  workdir. Containers get it as ``/etc/hosts`` (glibc rereads it per lookup); Python
-  processes get a ``sitecustomize`` shim (:func:`network_env`) that consults it first. A
-  short name resolves only from a pod of its namespace in a real cluster; here every short
-  name is global (first Service wins), so tests should prefer ``svc.ns`` forms.
+  workdir. A pod with ``spec.hostname`` and ``spec.subdomain`` naming a headless Service
+  of its namespace that selects it (ready, or any with ``publishNotReadyAddresses``) also
+  gets ``hostname.subdomain[.ns[.svc[.cluster.local]]]`` (a StatefulSet's or
+  LeaderWorkerSet's pods: ``LWS_LEADER_ADDRESS``), as cluster DNS gives it. Containers get
+  it as ``/etc/hosts`` (glibc rereads it per lookup); Python processes get a
+  ``sitecustomize`` shim (:func:`network_env`) that consults it first. A short name
+  resolves only from a pod of its namespace in a real cluster; here every short name is
+  global (first Service wins), so tests should prefer ``svc.ns`` forms.
 """
 
 from __future__ import annotations
@@ -230,6 +234,8 @@ class ServiceProxy:
         #: behind them only where there are some (at 20,000 pods and 1,000 Services, every
         #: pod event listed the Services).
         self._headless: dict[str, set[str]] = {}
+        #: The hosts-file keys of pods' ``hostname.subdomain`` names, by namespace.
+        self._pod_records: dict[str, set[str]] = {}
 
     def on_event(self, event: Event) -> None:
         """Store listener: follow Services (and pod readiness for headless names)."""
@@ -325,12 +331,14 @@ class ServiceProxy:
         self._servers[uid] = servers
 
     def _refresh_headless(self, namespace: str) -> None:
-        if not self._headless.get(namespace):
+        if not self._headless.get(namespace) and not self._pod_records.get(namespace):
             return
+        records: dict[str, tuple[str, list[str]]] = {}
         for service in self.store.objects(self.store.type_for(*SERVICES), namespace):
             spec = service.get("spec") or {}
             if spec.get("clusterIP") != "None":
                 continue
+            records.update(self._pod_names(service, namespace))
             uid = str(meta(service).get("uid"))
             ready = [
                 str(pod["status"]["podIP"])
@@ -343,6 +351,30 @@ class ServiceProxy:
                 self.hosts.set(uid, ready[0], service_names(meta(service)["name"], namespace))
             else:
                 self.hosts.remove(uid)
+        for key in self._pod_records.get(namespace, set()) - set(records):
+            self.hosts.remove(key)
+        for key, (address, names) in records.items():
+            self.hosts.set(key, address, names)
+        self._pod_records[namespace] = set(records)
+
+    def _pod_names(self, service: Obj, namespace: str) -> dict[str, tuple[str, list[str]]]:
+        """``hostname.subdomain`` records of the pods a headless Service publishes."""
+        spec = service.get("spec") or {}
+        name = meta(service)["name"]
+        records: dict[str, tuple[str, list[str]]] = {}
+        for pod in self._pods(namespace):
+            pod_spec = pod.get("spec") or {}
+            address = (pod.get("status") or {}).get("podIP")
+            hostname = pod_spec.get("hostname")
+            if not hostname or pod_spec.get("subdomain") != name or not address:
+                continue
+            if meta(pod).get("deletionTimestamp") or not _selects(spec.get("selector") or {}, pod):
+                continue
+            if not spec.get("publishNotReadyAddresses") and not pod_ready(pod):
+                continue
+            names = [f"{hostname}.{n}" for n in service_names(name, namespace)]
+            records[f"pod/{meta(pod).get('uid')}"] = (str(address), names)
+        return records
 
     def _handler(
         self, namespace: str, name: str, port_number: int

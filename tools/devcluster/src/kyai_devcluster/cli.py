@@ -129,6 +129,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         ),
     )
     parser.add_argument(
+        "--lws",
+        action="store_true",
+        help=(
+            "install LeaderWorkerSet's CRD (leaderworkerset.x-k8s.io/v1) and emulate its "
+            "controller: leader and worker pods per group (README: LeaderWorkerSet emulation)"
+        ),
+    )
+    parser.add_argument(
         "--verbose", action="store_true", help="log requests and controller activity"
     )
     parser.set_defaults(handler=run)
@@ -159,6 +167,7 @@ async def _serve(args: argparse.Namespace) -> int:
 
     from kyai_devcluster._cluster import DevCluster, DevClusterError
     from kyai_devcluster._kueue import KUEUE_VERSION
+    from kyai_devcluster._lws import LWS_VERSION
 
     function = None
     if args.entrypoint_function:
@@ -182,6 +191,7 @@ async def _serve(args: argparse.Namespace) -> int:
         max_probe_period=args.max_probe_period or None,
         entrypoint_function=function,
         kueue=args.kueue,
+        lws=args.lws,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -199,6 +209,11 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"runtime: {cluster.runtime_name}", flush=True)
         if args.kueue:
             print(f"kueue: emulating Kueue {KUEUE_VERSION} (kueue.x-k8s.io/v1beta1)", flush=True)
+        if args.lws:
+            print(
+                f"lws: emulating LeaderWorkerSet {LWS_VERSION} (leaderworkerset.x-k8s.io/v1)",
+                flush=True,
+            )
         print(f"kubeconfig: {cluster.kubeconfig_path}", flush=True)
         print(f"workdir: {cluster.workdir}", flush=True)
         print(f"  export KUBECONFIG={cluster.kubeconfig_path}", flush=True)

@@ -1,6 +1,8 @@
 """``python -m kyai_testing.engines <engine command line>``: run the engine's stand-in.
 
-Exits 0 on SIGTERM or SIGINT, with the engine's own status (2 for argparse and click usage
+Multi-node launches (``sh -c`` scripts, vLLM's ``multi-node-serving.sh`` and ``ray start``,
+SGLang with ``--nnodes`` > 1) run in :mod:`kyai_testing.engines._multinode`. Exits 0 on
+SIGTERM or SIGINT, with the engine's own status (2 for argparse and click usage
 errors, 1 for its ValueErrors) when the command line is refused.
 """
 
@@ -21,6 +23,7 @@ from kyai_testing.engines import (
     ENV_RULES,
     StandinServer,
     StandinUsageError,
+    _multinode,
     load_seconds,
     standin_for,
 )
@@ -82,6 +85,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     """Run the stand-in of the engine command line ``argv`` until SIGTERM or SIGINT."""
     args = list(sys.argv[1:] if argv is None else argv)
     env = os.environ if environ is None else environ
+    if _multinode.handles(args):
+        return _multinode.main(args, env)
     try:
         server = build(args, env)
     except StandinUsageError as exc:

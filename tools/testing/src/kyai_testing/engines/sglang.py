@@ -78,7 +78,14 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
         api_keys=(parsed.api_key,) if parsed.api_key else (),
         version=flag_table("sglang")["version"],
         clamp_max_tokens=bool(parsed.allow_auto_truncate),
-        settings={"enable_metrics": bool(parsed.enable_metrics)},
+        settings={
+            "enable_metrics": bool(parsed.enable_metrics),
+            "tp_size": int(parsed.tensor_parallel_size or 1),
+            "pp_size": int(parsed.pipeline_parallel_size or 1),
+            "nnodes": int(parsed.nnodes or 1),
+            "node_rank": int(parsed.node_rank or 0),
+            "dist_init_addr": parsed.dist_init_addr,
+        },
     )
 
 

@@ -162,6 +162,11 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
         reasoning_parser=parsed.reasoning_parser or None,
         api_keys=tuple(api_keys),
         version=flag_table("vllm")["version"],
+        settings={
+            "tensor_parallel_size": int(parsed.tensor_parallel_size or 1),
+            "pipeline_parallel_size": int(parsed.pipeline_parallel_size or 1),
+            "distributed_executor_backend": parsed.distributed_executor_backend,
+        },
     )
 
 
