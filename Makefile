@@ -39,12 +39,14 @@ test: lint typecheck layers
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --durations=15
 
 ## make crds: regenerate crds/ from the pydantic models in operator/kyai/api, and the chart
-## schema's engineImages from the engines registry.
+## schema's engineImages from the engines registry, and README's settings table from the
+## operator's settings model.
 crds: $(STAMP)
 	$(BIN)/python -m kyai.api crds
 	cp crds/*.yaml config/crd/bases/
 	cp crds/*.yaml charts/kyai-operator/crds/
 	$(BIN)/python -m kyai.engines charts/kyai-operator/values.schema.json
+	$(BIN)/python -m kyai.settings README.md
 
 ## make demo: the operator in kyai devcluster serves config/samples' vLLM Workload (the
 ## engine stand-in) and evaluates it; ends with `kubectl get er`. Needs kubectl.

@@ -43,6 +43,10 @@ over 2 Workloads. The bench stops by itself after ``--timeout`` seconds (default
 set-up included) and says so. Figures go to ``bench/out/`` as JSON (with every run's
 timeline), next to the logs of the operator, the devcluster and the double.
 
+``--leader-elect`` runs the operator as the chart does, two replicas electing a leader on a
+Lease: the measured one holds it, a standby waits (issue 32: within 10 % of the figures
+without).
+
 Diagnosis: ``--access-log`` has the devcluster log every request and counts the operator's
 by method, resource and status; ``--control-plane-nice -10`` gives the operator and the
 devcluster CPU before the 2 x N worker processes (on one machine they share two cores;
@@ -205,7 +209,9 @@ class Bench:
             raise BenchError(f"kubectl {' '.join(args)} failed: {completed.stderr.strip()}")
         return completed.stdout
 
-    def start_operator(self, kubeconfig: Path) -> Child:
+    def start_operator(self, kubeconfig: Path, standby: bool = False) -> Child:
+        """The operator; with ``--leader-elect``, two: the measured one holds the Lease first,
+        then a standby starts (as the chart runs them)."""
         env = {
             **os.environ,
             "KUBECONFIG": str(kubeconfig),
@@ -213,23 +219,42 @@ class Bench:
             "KYAI_METRICS_PORT": "0",
             "KYAI_HEALTH_PORT": "0",
         }
+        name = "operator-standby" if standby else "operator"
+        election = ["--leader-elect", "--leader-election-identity", name]
         child = spawn(
-            "operator",
+            name,
             [
                 sys.executable,
-                *self.profiled("operator"),
+                *([] if standby else self.profiled("operator")),
                 "-m",
                 "kyai.cli",
                 "operator",
                 "--all-namespaces",
+                *(election if self.args.leader_elect else []),
             ],
-            self.workdir / "operator.log",
+            self.workdir / f"{name}.log",
             env,
         )
         self.children.append(child)
-        self.operator = child
         prioritise(child, self.args.control_plane_nice)
+        if standby:
+            return child
+        self.operator = child
+        if self.args.leader_elect:
+            self.wait_for_lease(child)
+            self.start_operator(kubeconfig, standby=True)
         return child
+
+    def wait_for_lease(self, child: Child) -> None:
+        """Until the operator says it holds the Lease (its log)."""
+        deadline = time.monotonic() + min(60.0, self.remaining())
+        while time.monotonic() < deadline:
+            if "Holding the Lease" in child.log.read_text(errors="replace"):
+                return
+            if child.process.poll() is not None:
+                raise BenchError(f"the operator exited ({child.process.returncode}); see its log")
+            time.sleep(0.2)
+        raise BenchError("the operator did not take the Lease within 60 s")
 
     # the measured part (async: watches and API calls)
 
@@ -709,6 +734,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="diagnosis: run the operator and the devcluster under cProfile (about twice the "
         "CPU); the profiles go to bench/out/ (python -m pstats)",
+    )
+    parser.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="two operators with leader election on a Lease, as the chart runs them: the "
+        "measured one holds it, the other stands by (compare with the figures without)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument(

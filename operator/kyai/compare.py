@@ -8,6 +8,12 @@ paired t-test), the minimum detectable effect at 80 % power, a verdict, and with
 ``--non-inferiority M`` the gate ``interval.low > -M`` (exit 4 when it fails: "the quantized
 model is not more than 2 points worse"). Continuous scores whose differences are all equal
 give no interval and no verdict: said so, and the gate fails (exit 4), never passes.
+
+A run compared with itself (the same ``summary.json`` under two paths, or a byte-identical
+copy of it) is refused, exit 2: every difference is 0, so the comparison shows "no detectable
+difference" and a wide enough ``--non-inferiority`` margin passes, which says nothing about
+any model: the sign of a CI job that names the same directory twice. ``--allow-same``
+compares it anyway, with a warning.
 """
 
 from __future__ import annotations
@@ -88,7 +94,30 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="A",
         help="significance level of the two-sided test; intervals are 1-A (default: 0.05)",
     )
+    parser.add_argument(
+        "--allow-same",
+        action="store_true",
+        help="compare a run with itself (the same summary.json, or a copy of it) with a "
+        "warning, instead of refusing it (exit 2)",
+    )
     parser.set_defaults(handler=_handle)
+
+
+def same_run(baseline: Path, candidate: Path) -> str | None:
+    """Why the two ``summary.json`` files are one run (None: two runs).
+
+    The same file under two paths (a directory and its ``summary.json``, ``..``, a symbolic
+    link), or two files with the same bytes (a copy: a summary records its run's start and
+    end times, so two runs never write the same one).
+    """
+    try:
+        if baseline.samefile(candidate):
+            return f"{baseline} and {candidate} are the same file"
+        if baseline.read_bytes() == candidate.read_bytes():
+            return f"{baseline} and {candidate} are identical (a copy of one run)"
+    except OSError:
+        return None
+    return None
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -97,6 +126,15 @@ def _handle(args: argparse.Namespace) -> int:
 
     try:
         baseline, candidate = load(args.baseline), load(args.candidate)
+        same = same_run(baseline.path, candidate.path)
+        if same is not None and not args.allow_same:
+            raise ResultsError(
+                f"the baseline and the candidate are one run: {same}; comparing a run with "
+                "itself shows no difference whatever the model (--allow-same compares it "
+                "anyway)"
+            )
+        if same is not None:
+            print(f"kyai compare: warning: comparing a run with itself: {same}", file=sys.stderr)
         check_comparable(baseline, candidate)
         result = compare(
             baseline.scores,

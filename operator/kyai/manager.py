@@ -12,7 +12,14 @@ import contextlib
 import logging
 import os
 import sys
-from typing import Any
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prometheus_client import Gauge
+
+    from kyai.controllers.leader import LeaseElector
+    from kyai.settings import OperatorSettings
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -34,6 +41,31 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="address /metrics binds to (default 0.0.0.0)")  # fmt: skip
     parser.add_argument("--health-port", type=int, metavar="PORT",
                         help="port of /healthz (default 8081; 0 disables)")  # fmt: skip
+    election = parser.add_argument_group(
+        "leader election",
+        "Several replicas, one reconciling: the holder of a coordination.k8s.io/v1 Lease. A "
+        "standby serves /healthz and /metrics and waits; a holder that cannot renew within "
+        "the renew deadline exits at once.",
+    )
+    election.add_argument("--leader-elect", action="store_true", default=None,
+                          help="reconcile only while holding the Lease (default: "
+                          "$KYAI_LEADER_ELECT, else off)")  # fmt: skip
+    election.add_argument("--leader-election-namespace", metavar="NS",
+                          help="namespace of the Lease (default: the operator's own)")  # fmt: skip
+    election.add_argument("--leader-election-id", metavar="NAME",
+                          help="name of the Lease (default kyai-operator)")  # fmt: skip
+    election.add_argument("--leader-election-identity", metavar="NAME",
+                          help="this replica's name in the Lease (default: $POD_NAME, else "
+                          "the host name and a random suffix)")  # fmt: skip
+    election.add_argument("--leader-election-lease-seconds", type=float, metavar="S",
+                          help="how long a standby waits after it last saw the Lease change "
+                          "(default 15)")  # fmt: skip
+    election.add_argument("--leader-election-renew-deadline-seconds", type=float, metavar="S",
+                          help="how long the holder may fail to renew before it exits "
+                          "(default 10)")  # fmt: skip
+    election.add_argument("--leader-election-retry-seconds", type=float, metavar="S",
+                          help="how often the holder renews and a standby tries "
+                          "(default 2)")  # fmt: skip
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     parser.set_defaults(handler=_run)
 
@@ -74,6 +106,7 @@ def _run(args: argparse.Namespace) -> int:
     from kyai._exitcodes import EXIT_FAILURE, EXIT_USAGE
     from kyai._loop import loop_factory, tune_collector
     from kyai.controllers.handlers import build_registry
+    from kyai.controllers.leader import leader_gauge
     from kyai.metrics import RunMetrics
     from kyai.settings import OperatorSettings
 
@@ -88,6 +121,13 @@ def _run(args: argparse.Namespace) -> int:
             metrics_port=args.metrics_port,
             metrics_bind_address=args.metrics_bind_address,
             health_port=args.health_port,
+            leader_elect=args.leader_elect,
+            leader_election_namespace=args.leader_election_namespace,
+            leader_election_id=args.leader_election_id,
+            leader_election_identity=args.leader_election_identity,
+            leader_election_lease_seconds=args.leader_election_lease_seconds,
+            leader_election_renew_deadline_seconds=args.leader_election_renew_deadline_seconds,
+            leader_election_retry_seconds=args.leader_election_retry_seconds,
         )
     except ValidationError as exc:
         print(f"kyai operator: error: invalid settings: {exc}", file=sys.stderr)
@@ -102,20 +142,84 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"kyai operator: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    leader = leader_gauge(metrics.registry)
+    elector = _elector(settings, leader) if settings.leader_elect else None
+    if elector is None:
+        leader.set(1)  # the only replica: always the one that reconciles
     registry = build_registry(settings)
     liveness = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
-    operator = kopf.operator(
-        registry=registry,
-        standalone=True,
-        namespaces=list(settings.namespaces),
-        clusterwide=not settings.namespaces,
-        liveness_endpoint=liveness,
-        memo=kopf.Memo(operator_settings=settings, metrics=metrics),
-    )
     tune_collector()
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
-        runner.run(operator)
+        if elector is not None:
+            # The Lease gate: kopf does not start (no watch, no handler) before the Lease is held.
+            runner.run(_standby(elector, settings.health_port))
+            elector.guard()
+        operator = kopf.operator(
+            registry=registry,
+            standalone=True,
+            namespaces=list(settings.namespaces),
+            clusterwide=not settings.namespaces,
+            liveness_endpoint=liveness,
+            memo=kopf.Memo(operator_settings=settings, metrics=metrics),
+        )
+        runner.run(_lead(operator, elector))
     return 0
+
+
+def _elector(settings: OperatorSettings, gauge: Gauge) -> LeaseElector:
+    """The Lease elector of these settings, setting ``gauge`` to 1 while leading."""
+    from kyai.controllers.leader import (
+        LeaseConfig,
+        LeaseElector,
+        default_identity,
+        default_namespace,
+        lease_client,
+    )
+
+    config = LeaseConfig(
+        namespace=settings.leader_election_namespace or default_namespace(),
+        name=settings.leader_election_id,
+        identity=settings.leader_election_identity or default_identity(),
+        lease_seconds=settings.leader_election_lease_seconds,
+        renew_deadline_seconds=settings.leader_election_renew_deadline_seconds,
+        retry_seconds=settings.leader_election_retry_seconds,
+    )
+    return LeaseElector(lease_client(), config, on_leading=lambda on: gauge.set(int(on)))
+
+
+async def _standby(elector: LeaseElector, health_port: int) -> None:
+    """Serve /healthz (200: a standby is ready) until this process holds the Lease."""
+    from aiohttp import web
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"leader": False, "lease": elector.config.name})
+
+    runner: web.AppRunner | None = None
+    if health_port:
+        app = web.Application()
+        app.router.add_get("/healthz", healthz)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "0.0.0.0", health_port).start()
+    try:
+        await elector.acquire()
+    finally:
+        if runner is not None:
+            await runner.cleanup()  # kopf's liveness endpoint takes the port over
+
+
+async def _lead(operator: Coroutine[Any, Any, None], elector: LeaseElector | None) -> None:
+    """Run kopf; with an elector, renew the Lease meanwhile and give it up after kopf stops."""
+    if elector is None:
+        await operator
+        return
+    keeper = asyncio.create_task(elector.keep(), name="lease-renewal")
+    try:
+        await operator
+    finally:
+        keeper.cancel()
+    await elector.release()
+    await elector.client.aclose()
 
 
 def _fail(message: str) -> int:

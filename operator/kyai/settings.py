@@ -92,6 +92,24 @@ class OperatorSettings(BaseModel):
     ``127.0.0.1`` the pod only, ``::`` IPv6)."""
     health_port: int = Field(default=8081, ge=0, le=65535)
     """Port of the liveness endpoint /healthz (0: not served)."""
+    leader_elect: bool = False
+    """Run as one of several replicas: only the holder of a ``coordination.k8s.io/v1`` Lease
+    reconciles; a standby serves /healthz and /metrics and waits for the Lease; a holder that
+    cannot renew it within ``leader_election_renew_deadline_seconds`` exits at once."""
+    leader_election_namespace: str | None = None
+    """Namespace of the Lease (None: the operator's own: ``$POD_NAMESPACE``, its service
+    account's, else ``default``)."""
+    leader_election_id: str = Field(default="kyai-operator", min_length=1, max_length=253)
+    """Name of the Lease."""
+    leader_election_identity: str | None = None
+    """This replica's name in the Lease (None: ``$POD_NAME``, else the host name and a random
+    suffix)."""
+    leader_election_lease_seconds: float = Field(default=15.0, gt=0)
+    """How long a standby waits, after it last saw the Lease change, before it takes it."""
+    leader_election_renew_deadline_seconds: float = Field(default=10.0, gt=0)
+    """How long the holder may fail to renew before it exits (less than the lease)."""
+    leader_election_retry_seconds: float = Field(default=2.0, gt=0)
+    """How often the holder renews and a standby tries (less than the renew deadline)."""
     workload_poll_seconds: float = Field(default=15.0, gt=0)
     """How often a Workload's /v1/models is read while it is not Ready."""
     max_concurrent_reconciles: int = Field(default=64, ge=1, le=1024)
@@ -136,6 +154,13 @@ class OperatorSettings(BaseModel):
     snapshot_configmap_limit_bytes: int = Field(default=900_000, ge=1024)
     """Largest ConfigMap the operator writes for a Snapshot (the API server's limit is
     1 MiB for the whole object)."""
+    default_queue_name: str | None = Field(
+        default=None, max_length=253, pattern=r"^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+    )
+    """The Kueue LocalQueue (``kueue.x-k8s.io/queue-name``) of every Job and engine pod the
+    operator makes for an object that names none (its own label, or its sweep's, wins). Empty
+    or unset: none, and an unlabelled object's pods bypass Kueue as before. Where Kueue's
+    CRDs are not installed, queued Jobs are not suspended (nothing would start them)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -178,6 +203,20 @@ class OperatorSettings(BaseModel):
         )
 
     @model_validator(mode="after")
+    def _leader_timings(self) -> OperatorSettings:
+        lease = self.leader_election_lease_seconds
+        deadline = self.leader_election_renew_deadline_seconds
+        retry = self.leader_election_retry_seconds
+        if not lease > deadline > retry:
+            raise ValueError(
+                f"leader_election_lease_seconds ({lease:g}) > "
+                f"leader_election_renew_deadline_seconds ({deadline:g}) > "
+                f"leader_election_retry_seconds ({retry:g}) does not hold: a holder must stop "
+                "before a standby may take the Lease, and renew more than once before that"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _gateway_model(self) -> OperatorSettings:
         if self.default_judge_gateway and not self.default_judge_model:
             raise ValueError(
@@ -208,3 +247,92 @@ class OperatorSettings(BaseModel):
     def engine_image(self, framework: str) -> str:
         """The default image of a framework."""
         return self.engine_images[framework]
+
+
+# -- the settings table (README's "Settings of the operator") ------------------------------------
+
+#: The README's generated settings table sits between these two lines.
+TABLE_BEGIN = "<!-- settings-table: generated from OperatorSettings by `make crds` -->"
+TABLE_END = "<!-- settings-table: end -->"
+
+
+def _attribute_docs() -> dict[str, str]:
+    """Each field's docstring (the string under it in the class body), whitespace collapsed."""
+    import ast
+    import inspect
+    import textwrap
+
+    (cls,) = ast.parse(textwrap.dedent(inspect.getsource(OperatorSettings))).body
+    assert isinstance(cls, ast.ClassDef)
+    docs: dict[str, str] = {}
+    for statement, following in zip(cls.body, cls.body[1:], strict=False):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[statement.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+def _shown(value: object) -> str:
+    """A default as the environment would spell it."""
+    import json
+
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple | list):
+        return ",".join(map(str, value)) if value else '""'
+    if isinstance(value, BaseModel):
+        return json.dumps(value.model_dump(exclude_defaults=True, by_alias=True))
+    return str(value).replace(f":{__version__}", ":<kyai version>")
+
+
+def _cell(text: str) -> str:
+    return text.replace("``", "`").replace("|", "\\|")
+
+
+def settings_table() -> str:
+    """Every setting as a Markdown table: environment variable, default, meaning.
+
+    Generated from :class:`OperatorSettings` (its fields, defaults and docstrings) and the
+    engines registry (one ``KYAI_<FRAMEWORK>_IMAGE`` per engine), so it cannot drift from
+    the model: ``python -m kyai.settings README.md`` (part of ``make crds``) rewrites it.
+    """
+    docs = _attribute_docs()
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, field in OperatorSettings.model_fields.items():
+        if name == "engine_images":
+            for framework, image in DEFAULT_ENGINE_IMAGES.items():
+                variable = f"KYAI_{_image_setting(framework).upper()}"
+                meaning = f"Default image of {framework} Workloads (a Workload's spec.image wins)."
+                lines.append(f"| `{variable}` | `{image}` | {meaning} |")
+            continue
+        default = field.get_default(call_default_factory=True)
+        meaning = _cell(docs.get(name) or field.description or "")
+        lines.append(f"| `KYAI_{name.upper()}` | `{_shown(default)}` | {meaning} |")
+    return "\n".join(lines)
+
+
+def with_settings_table(text: str) -> str:
+    """``text`` (a Markdown file holding the two marker lines) with the table between them."""
+    before, found, rest = text.partition(TABLE_BEGIN)
+    _, ended, after = rest.partition(TABLE_END)
+    if not found or not ended:
+        raise ValueError(f"the markers {TABLE_BEGIN!r} and {TABLE_END!r} are not both there")
+    return f"{before}{TABLE_BEGIN}\n{settings_table()}\n{TABLE_END}{after}"
+
+
+if __name__ == "__main__":  # python -m kyai.settings [FILE.md]: print, or rewrite FILE's table
+    import sys
+    from pathlib import Path
+
+    if len(sys.argv) > 1:
+        target = Path(sys.argv[1])
+        target.write_text(with_settings_table(target.read_text(encoding="utf-8")), "utf-8")
+    else:
+        print(settings_table())

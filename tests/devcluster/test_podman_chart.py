@@ -325,3 +325,52 @@ def test_the_installed_operator_serves_each_engine_in_a_container_and_evaluates_
         assert len(engine) == 1 and engine[0]["status"]["containerStatuses"][0]["ready"]
         log = kubectl.run("logs", "-n", namespace, engine[0]["metadata"]["name"])
         assert f"kyai stand-in for {framework}" in log, log
+
+
+def operator_pods(kubectl: Kubectl) -> list[dict[str, Any]]:
+    return kubectl.items("pods", RELEASE_NS, "-l", "app.kubernetes.io/component=operator")
+
+
+def lease_holder(kubectl: Kubectl) -> str:
+    lease = kubectl.get("lease", "kyai-operator", RELEASE_NS)
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def pod_of(kubectl: Kubectl, identity: str) -> str | None:
+    """The operator pod that holds the Lease as ``identity`` (its log says so)."""
+    for pod in operator_pods(kubectl):
+        name = str(pod["metadata"]["name"])
+        log = kubectl.run("logs", "-n", RELEASE_NS, name, check=False)
+        if f"Holding the Lease {RELEASE_NS}/kyai-operator as {identity}" in log:
+            return name
+    return None
+
+
+def test_two_operator_replicas_one_leader_and_the_lease_moves_with_its_pod(
+    installed: Installed,
+) -> None:
+    kubectl = installed.kubectl
+    pods = wait(
+        lambda: len(ready := [p for p in operator_pods(kubectl) if is_ready(p)]) == 2 and ready,
+        180,
+        "two Ready operator pods",
+    )
+    holder = wait(lambda: lease_holder(kubectl), 60, "a holder of the Lease")
+    leader = wait(lambda: pod_of(kubectl, holder), 60, "the leader's log")
+    (standby,) = [p["metadata"]["name"] for p in pods if p["metadata"]["name"] != leader]
+    assert "Waiting for the Lease" in kubectl.run("logs", "-n", RELEASE_NS, standby)
+    kubectl.apply(*installed.evaluation("moved", "default"))
+    kubectl.run("delete", "pod", "-n", RELEASE_NS, leader, "--wait=false")
+    moved = wait(
+        lambda: (h := lease_holder(kubectl)) and h != holder and h, 120, "the Lease to move"
+    )
+    assert pod_of(kubectl, moved) != leader
+    status = finished(kubectl, "moved", "default", 240)
+    assert status["phase"] == "Succeeded" and status["avgScore"] == 0.5, status
+    jobs = kubectl.items("jobs", "default", "-l", "kyai.io/evaluation-run=moved")
+    assert sorted(j["metadata"]["name"] for j in jobs) == ["moved-generate", "moved-judge"]
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)

@@ -219,15 +219,17 @@ async def test_the_stream_faults_end_streams_as_servers_do(
 
 async def test_interrupt_requests_ends_a_stream_when_a_newer_request_waits() -> None:
     """llama-cpp-python's interrupt_requests: [DONE] without a finish_reason, often at once."""
-    rules = [Rule(content="abcdefghijklmnop")]
+    answer = "abcd" * 12  # 12 tokens, 0.1 s apart: a stream lasts over a second
+    rules = [Rule(content=answer)]
     async with LLMDouble(
-        models=[ModelSpec("cand")], rules=rules, token_s=0.05, interrupt_requests=True
+        models=[ModelSpec("cand")], rules=rules, token_s=0.1, interrupt_requests=True
     ) as double:
         body = {**BODY, "stream": True}
         alone = await read_events(double, body)
         assert double.interrupted == 0
         first = asyncio.create_task(read_events(double, body))
-        await asyncio.sleep(0.08)  # the first stream has begun
+        while len(double.requests) < 2 or double.in_flight < 1:  # the first stream has begun
+            await asyncio.sleep(0.005)
         second = await read_events(double, body)
         _, cut, _ = await first
         assert double.interrupted == 1
@@ -236,9 +238,9 @@ async def test_interrupt_requests_ends_a_stream_when_a_newer_request_waits() -> 
             *(post(f"{double.base_url}/chat/completions", BODY) for _ in range(3))
         )
         assert double.max_in_flight == 3 and double.interrupted == 1
-    assert finish_reasons(alone[1])[-1] == "stop" and text_of(alone[1]) == "abcdefghijklmnop"
+    assert finish_reasons(alone[1])[-1] == "stop" and text_of(alone[1]) == answer
     assert cut[-1] == "[DONE]" and "stop" not in finish_reasons(cut)
-    assert len(text_of(cut)) < 16
+    assert len(text_of(cut)) < len(answer)
     assert finish_reasons(second[1])[-1] == "stop"  # the newer request is answered whole
     assert all(a.json()["choices"][0]["finish_reason"] == "stop" for a in answers)
 

@@ -23,9 +23,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "<!-- readme-test -->"
 #: The fixed addresses and paths the README's blocks use (the operator's metrics and health
-#: ports are its defaults, 8080 and 8081).
-PORTS = (6443, 8000, 8001, 8080, 8081)
-PATHS = (Path("/tmp/kyai-dc"), Path("/tmp/kyai.kubeconfig"))
+#: ports are its defaults, 8080 and 8081; 8002: the offline walk's LLM double).
+PORTS = (6443, 8000, 8001, 8002, 8080, 8081)
+PATHS = (Path("/tmp/kyai-dc"), Path("/tmp/kyai.kubeconfig"), Path("/tmp/kyai-walk"))
 
 
 def runnable_blocks(text: str) -> list[str]:
@@ -89,6 +89,47 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     }, output[-6000:]
     assert "Qwen/Qwen3-0.6B" in output  # the engine stand-in's /v1/models
     assert "qwen3-8b-vllm" in output  # the leaderboard's entry
+    check_the_walk_shows_figures(output)
+
+
+def table_row(output: str, sweep: str, workload: str) -> list[str]:
+    """The columns of ``workload``'s row in ``kyai leaderboard --sweep SWEEP``'s table."""
+    block = output.split(f"SWEEP kyai-samples/{sweep}:", 1)[1].split("RANK: within", 1)[0]
+    for line in block.splitlines():
+        columns = line.split()
+        if len(columns) > 1 and columns[1] == workload:
+            return columns
+    raise AssertionError(f"no row of {workload} in sweep {sweep}'s table:\n{block}")
+
+
+def check_the_walk_shows_figures(output: str) -> None:
+    """Non-zero scores that differ, a ranked sweep, a failed cell that says why, a comparison."""
+    # The samples' run: Qwen3's stand-in is right on 1 of 3 capitals (its gate fails).
+    run = re.search(r"^evaluationrun\.kyai\.io/qwen3-8b-capitals\s+Succeeded\s+\S+\s+(\S+)",
+                    output, re.MULTILINE)  # fmt: skip
+    assert run is not None and float(run.group(1)) == pytest.approx(1 / 3, abs=1e-3), output
+    # The sweep: both cells succeeded, ranked, with different scores against the baseline.
+    assert "SWEEP kyai-samples/capitals: Succeeded, 2/2 cells succeeded" in output, output
+    qwen = table_row(output, "capitals", "qwen3-8b-vllm")
+    llama = table_row(output, "capitals", "llama-remote")
+    assert qwen[0] == llama[0] == "1", (qwen, llama)  # 3 questions separate nothing
+    assert (qwen[4], qwen[5]) == ("Succeeded", "0.3333"), qwen
+    assert (llama[4], llama[5]) == ("Succeeded", "0.6667"), llama
+    assert "+0.3333" in llama and "mcnemar-exact" in llama, llama
+    # The failed cell: its note carries the run's reason and message.
+    failed = table_row(output, "capitals-builtin", "llama-remote")
+    assert failed[4] == "Failed", failed
+    note = " ".join(failed)
+    assert "failed: InvalidSpec: judge type builtin: deterministic graders exist only" in note
+    # ... and `kubectl get er` shows what the run names although it failed early.
+    listed = re.search(r"^capitals-builtin-\S+\s+Failed\s+InvalidSpec\s+(.*)$", output,
+                       re.MULTILINE)  # fmt: skip
+    assert listed is not None and {"llama-remote", "capitals"} <= set(listed.group(1).split())
+    # The offline walk: two candidates on a custom dataset, scored 5/6 and 2/6, compared.
+    assert "avg_score=0.8333 count=6 errors=0" in output, output[-6000:]
+    assert "avg_score=0.3333 count=6 errors=0" in output, output[-6000:]
+    assert "McNemar exact p = 0.375" in output, output[-6000:]
+    assert "exit status 4" in output, output[-6000:]
 
 
 def stop(process: subprocess.Popen[str]) -> None:

@@ -146,6 +146,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
+# Read what Kueue says of a queued Job or engine pod (WaitingForQuota, Preempted); the
+# operator never writes a Kueue object. Harmless where Kueue is not installed.
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["get", "list", "watch"]
 {{- end }}
 
 {{- define "kyai-operator.clusterRules" -}}

@@ -18,6 +18,13 @@ from kyai.engines import framework_list
 
 _AGE = PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation.")
 _PHASE = PrinterColumn("Phase", "string", ".status.phase", "The current phase.")
+#: Why an object is (not) Ready: e.g. WaitingForQuota while Kueue has not admitted its pods.
+_REASON = PrinterColumn(
+    "Reason",
+    "string",
+    '.status.conditions[?(@.type=="Ready")].reason',
+    "The Ready condition's reason (WaitingForQuota, Preempted: Kueue holds its pods).",
+)
 
 #: The engine flags the CRD refuses at admission (the operator refuses any spelling).
 _OWNED_SPELLINGS = sorted(
@@ -72,6 +79,7 @@ def _workload() -> dict[str, Any]:
             PrinterColumn("Framework", "string", ".spec.framework", "The serving framework."),
             PrinterColumn("Model", "string", ".spec.model", "The model served."),
             _PHASE,
+            _REASON,
             PrinterColumn(
                 "MaxLen",
                 "integer",
@@ -119,6 +127,7 @@ def _snapshot() -> dict[str, Any]:
 #: ``kubectl get er`` columns (``-o wide`` adds those of priority 1).
 _RUN_COLUMNS = [
     _PHASE,
+    _REASON,
     PrinterColumn(
         "Score",
         "number",

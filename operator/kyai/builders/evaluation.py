@@ -237,8 +237,15 @@ def worker_job(
     results_claim: str,
     backoff_limit: int,
     active_deadline_seconds: int | None,
+    queue: Mapping[str, str] | None = None,
+    suspend: bool = False,
 ) -> dict[str, Any]:
-    """A generation or judge Job running the project's image."""
+    """A generation, judge or lm-eval Job running the project's image.
+
+    ``queue``: the Kueue labels the Job carries (:func:`kyai.builders.queue.queue_labels`);
+    ``suspend``: created suspended, for Kueue to start it once it admits it (as Kueue expects
+    of a queued Job's creator).
+    """
     run = owner["metadata"]["name"]
     security = worker_security_context()
     volumes: list[dict[str, Any]] = [
@@ -273,12 +280,11 @@ def worker_job(
     }
     if active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = active_deadline_seconds
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": _metadata(owner, job.name, job.component),
-        "spec": spec,
-    }
+    if suspend:
+        spec["suspend"] = True
+    metadata = _metadata(owner, job.name, job.component)
+    metadata["labels"].update(queue or {})
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
 
 
 def generation_job(run: str, plan: GeneratePlan) -> WorkerJob:

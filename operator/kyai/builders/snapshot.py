@@ -83,12 +83,19 @@ def snapshot_claim(
 
 
 def snapshot_load_job(
-    owner: Mapping[str, Any], *, image: str, image_pull_policy: str, expect_sha256: str
+    owner: Mapping[str, Any],
+    *,
+    image: str,
+    image_pull_policy: str,
+    expect_sha256: str,
+    queue: Mapping[str, str] | None = None,
+    suspend: bool = False,
 ) -> dict[str, Any]:
     """The Job running ``kyai snapshot-load``: fetch the source, check it, write the files.
 
     The Snapshot's spec (a URL source: small) goes in as JSON; the Job resolves the rows as the
-    operator did and refuses a result whose sha256 differs from ``expect_sha256``.
+    operator did and refuses a result whose sha256 differs from ``expect_sha256``. ``queue``
+    and ``suspend``: Kueue's labels and a suspended start, as for a run's Jobs.
     """
     meta = owner["metadata"]
     security = worker_security_context()
@@ -111,11 +118,14 @@ def snapshot_load_job(
         "securityContext": security.container,
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }  # fmt: skip
+    metadata = _meta(owner, load_job_name(meta["name"]))
+    metadata["labels"].update(queue or {})
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _meta(owner, load_job_name(meta["name"])),
+        "metadata": metadata,
         "spec": {
+            **({"suspend": True} if suspend else {}),
             "backoffLimit": 2,
             "template": {
                 "metadata": {"labels": _labels(meta["name"])},

@@ -25,6 +25,7 @@ from kyai.builders._common import (
     spec_hash,
     standard_labels,
 )
+from kyai.builders.queue import queue_labels
 from kyai.constants import (
     ANNOTATION_ENGINE_ARGS_HASH,
     ANNOTATION_SPEC_HASH,
@@ -242,9 +243,15 @@ def workload_deployment(
 
     Raises :class:`~kyai.builders.ManifestError` for a Workload with an endpoint and
     :class:`~kyai.engines.EngineArgsError` for flags the engine cannot take.
+
+    The Workload's Kueue labels (or the operator's ``default_queue_name``) go on the
+    Deployment and its pod template (:func:`kyai.builders.queue.queue_labels`).
     """
     _check(spec)
-    labels = workload_labels(name, spec)
+    # Kueue's labels on the Deployment and its pods (its pod integration admits them one
+    # by one, each gated by ``kueue.x-k8s.io/admission`` until it fits the quota).
+    queue = queue_labels(owner or {}, settings.default_queue_name)
+    labels = {**workload_labels(name, spec), **queue}
     deployment_spec: dict[str, Any] = {
         "replicas": spec.replicas,
         "selector": {"matchLabels": workload_selector(name)},

@@ -63,6 +63,14 @@ GENERATION_FAILED = "GenerationFailed"
 JUDGING_FAILED = "JudgingFailed"
 RESULT_MISSING = "ResultMissing"
 WORKER_NOT_STARTING = "WorkerNotStarting"
+#: Kueue has not admitted a Job or engine pod (its Kueue Workload not QuotaReserved/Admitted).
+WAITING_FOR_QUOTA = "WaitingForQuota"
+#: Kueue evicted a Job or engine pod to make room for another; it waits to be admitted again.
+PREEMPTED = "Preempted"
+#: A run's Job is suspended, and no Kueue queue will start it.
+JOB_SUSPENDED = "JobSuspended"
+#: Waiting for Kueue (or a suspended Job): the time never counts against a start-up deadline.
+QUEUED = frozenset({WAITING_FOR_QUOTA, PREEMPTED, JOB_SUSPENDED})
 SECRET_NOT_FOUND = "SecretNotFound"
 CLAIM_NOT_FOUND = "ClaimNotFound"
 FORBIDDEN = "Forbidden"

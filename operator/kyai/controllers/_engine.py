@@ -31,7 +31,9 @@ from kyai.api import (
     NonInferiorityResult,
 )
 from kyai.builders import spec_hash
+from kyai.builders.queue import queue_name
 from kyai.controllers import _conditions as c
+from kyai.controllers import _kueue as kueue
 from kyai.controllers._baseline import compare_with_baseline, gate_of
 from kyai.controllers._conditions import Change
 from kyai.controllers._inuse import (
@@ -44,11 +46,17 @@ from kyai.controllers._inuse import (
 )
 from kyai.controllers._jobs import failure_cause, make_job, start_trouble
 from kyai.controllers._kube import KubeError
-from kyai.controllers._pods import age_seconds, job_state, may_be_stuck
+from kyai.controllers._pods import (
+    age_seconds,
+    job_state,
+    job_suspended,
+    may_be_stuck,
+    started_seconds,
+)
 from kyai.controllers._references import KIND, missing_secret
 from kyai.controllers._result import DONE, Result, after
 from kyai.controllers._services import Services
-from kyai.controllers._status import StatusWriter, spec_changed
+from kyai.controllers._status import StatusWriter, named_references, spec_changed
 from kyai.controllers._thresholds import combine_passed, metric_gate
 from kyai.controllers.kinds import kind_of
 from kyai.controllers.runkind import (
@@ -63,6 +71,9 @@ from kyai.controllers.runkind import (
 )
 
 TERMINAL = ("Succeeded", "Failed")
+
+#: Seconds after a queued Job is made, or admitted, before Kueue's verdict is read.
+QUEUE_FIRST_LOOK_SECONDS = 2.0
 
 SPEC_CHANGED = (
     "the spec changed after the run started; the change is ignored (a run's spec is "
@@ -239,6 +250,8 @@ class RunEngine:
                 if waiting is not None:
                     return False, waiting
             job = await make_job(self.svc, self.run, step, spec)
+            if job_suspended(job):  # queued: Kueue's verdict is read a moment later
+                return False, after(min(grace + 1, QUEUE_FIRST_LOOK_SECONDS))
             if job_state(job)[0] == "running":  # new: its pods are looked at after the grace
                 return False, after(grace + 1)
         state, message = job_state(job)
@@ -248,12 +261,47 @@ class RunEngine:
             return False, DONE
         if state == "succeeded":
             return True, DONE
+        if job_suspended(job):
+            return False, await self._queued(step, job)
+        ready = self.current().condition(c.READY)
+        if ready is not None and ready.reason in c.QUEUED:
+            await self._resume(step)  # Kueue admitted the Job (again)
         if may_be_stuck(job, grace=grace):
             return False, await self._watch_start(step)
         if (job.get("status") or {}).get("ready"):
             return False, DONE
         # Its pods are looked at once the grace is over (then at every resync tick).
-        return False, after(grace + 1 - (age_seconds(job) or 0.0))
+        return False, after(grace + 1 - (started_seconds(job) or 0.0))
+
+    async def _queued(self, step: JobStep, job: Mapping[str, Any]) -> Result:
+        """The step's Job is suspended: say what Kueue says of it (once per change).
+
+        ``WaitingForQuota`` (Kueue's Pending or Inadmissible message) or ``Preempted`` (its
+        eviction message), with how long the Job has waited, in the run's phase: Ready and
+        Progressing False, not Stalled (quota frees up by itself). Queue time is no start-up
+        time: the grace and ``workerStartTimeoutSeconds`` count from the Job's start. The
+        resync looks again while the Job is suspended (:mod:`kyai.controllers.scheduling`).
+        """
+        meta = job.get("metadata") or {}
+        queue = queue_name(meta.get("labels") or {})
+        what = f"the {step.what} Job {step.job.name}"
+        if queue is not None and await kueue.installed(self.svc):
+            held = kueue.queue_wait(
+                await kueue.workload_for(self.svc, self.namespace, str(meta.get("uid")))
+            )
+            if held is None:  # admitted: Kueue unsuspends the Job in a moment
+                return after(QUEUE_FIRST_LOOK_SECONDS)
+            reason, message = held.reason, kueue.describe(held, what, queue)
+        else:
+            reason = c.JOB_SUSPENDED
+            message = (
+                f"{what} is suspended (spec.suspend) and no Kueue queue will start it; the run "
+                "goes on once it is resumed"
+            )
+        if self.current().message != message:
+            await self._set_phase(step.phase, reason, message, progressing=False)
+            self.writer.event("Normal", reason, message)
+        return DONE
 
     async def _secrets_ready(self, step: JobStep) -> Result | None:
         """Before the step's Job exists: its Secrets are there (None), or the run waits.
@@ -394,6 +442,7 @@ class RunEngine:
 
     async def _wait(self, wait: Waiting) -> Result:
         """Pending, saying what the run waits for (once; again when it turns Stalled)."""
+        wait = await self._queued_workload(wait)
         current = self.current()
         if not (
             current.phase == "Pending"
@@ -405,6 +454,19 @@ class RunEngine:
             )
             self.writer.event("Normal", wait.reason, wait.message)
         return self._stall_look(wait.reason)
+
+    async def _queued_workload(self, wait: Waiting) -> Waiting:
+        """A wait for a Workload whose engine waits for Kueue says so, with its words."""
+        name = self.named.get("workload")
+        if wait.reason != c.WORKLOAD_NOT_READY or name is None:
+            return wait
+        workload = await self.svc.cached("Workload", self.namespace, name)
+        for condition in ((workload or {}).get("status") or {}).get("conditions") or []:
+            if condition.get("type") == c.READY and condition.get("reason") in c.QUEUED:
+                said = condition.get("message") or condition["reason"]
+                message = f"the Workload {name} is not Ready: {said}"
+                return Waiting(str(condition["reason"]), message)
+        return wait
 
     def _stall_look(self, reason: str) -> Result:
         """A look when a wait for a missing reference turns Stalled (its grace is over)."""
@@ -418,7 +480,10 @@ class RunEngine:
 
     async def fail(self, reason: str, message: str) -> None:
         """End the run Failed."""
-        await self._set_phase("Failed", reason, message, progressing=False, completed_at=c.now())
+        named = named_references(self.run.get("spec"), self.writer.status)  # failed early
+        await self._set_phase(
+            "Failed", reason, message, progressing=False, completed_at=c.now(), **named
+        )
         self.writer.event("Warning", reason, message)
         await self.release_held()
 

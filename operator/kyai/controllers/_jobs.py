@@ -15,7 +15,9 @@ from typing import Any
 from kyai.api import EvaluationRunSpec
 from kyai.builders import evaluation as build
 from kyai.builders import label_value
+from kyai.builders.queue import queue_labels
 from kyai.constants import LABEL_COMPONENT, LABEL_RUN
+from kyai.controllers import _kueue as kueue
 from kyai.controllers._pods import PodTrouble, failure_message, first_trouble
 from kyai.controllers._services import Services
 from kyai.controllers.runkind import JobStep
@@ -24,10 +26,17 @@ from kyai.controllers.runkind import JobStep
 async def make_job(
     svc: Services, run: Mapping[str, Any], step: JobStep, spec: EvaluationRunSpec
 ) -> dict[str, Any]:
-    """Make what the step's Job needs, then the Job (an existing one is adopted)."""
+    """Make what the step's Job needs, then the Job (an existing one is adopted).
+
+    A run with a Kueue queue (its labels, or the operator's ``default_queue_name``) gets a
+    Job carrying the queue's labels, created suspended for Kueue to start, where Kueue is
+    installed.
+    """
     # Independent of each other: created side by side (one round trip, not six).
     await asyncio.gather(*(svc.kube.ensure(obj) for obj in step.children))
     settings = svc.settings
+    queue = queue_labels(run, settings.default_queue_name)
+    suspend = bool(queue) and await kueue.installed(svc)
     manifest = build.worker_job(
         run, step.job,
         image=step.image,
@@ -35,6 +44,8 @@ async def make_job(
         results_claim=step.results_claim,
         backoff_limit=spec.jobs.backoff_limit,
         active_deadline_seconds=spec.jobs.active_deadline_seconds,
+        queue=queue,
+        suspend=suspend,
     )  # fmt: skip
     job, _ = await svc.kube.create(manifest)
     return job

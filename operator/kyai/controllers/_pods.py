@@ -146,17 +146,37 @@ def age_seconds(obj: Mapping[str, Any], now: datetime | None = None) -> float | 
     return ((now or datetime.now(UTC)) - created).total_seconds()
 
 
+def job_suspended(job: Mapping[str, Any] | None) -> bool:
+    """Whether a Job is suspended (``spec.suspend``: Kueue has not admitted it, or evicted it)."""
+    return bool(job is not None and (job.get("spec") or {}).get("suspend"))
+
+
+def started_seconds(job: Mapping[str, Any], now: datetime | None = None) -> float | None:
+    """Seconds since the Job last started: ``status.startTime``, else its creation.
+
+    Kubernetes sets ``startTime`` when a Job starts or is resumed, and Kueue clears it when
+    it suspends one: time a Job spent waiting in Kueue's queue never counts.
+    """
+    started = parse_time((job.get("status") or {}).get("startTime"))
+    if started is None:
+        return age_seconds(job, now)
+    return ((now or datetime.now(UTC)) - started).total_seconds()
+
+
 def may_be_stuck(
     job: Mapping[str, Any] | None, *, grace: float, now: datetime | None = None
 ) -> bool:
-    """A running Job without a ready pod, older than ``grace`` seconds at ``now``.
+    """A running Job without a ready pod, started more than ``grace`` seconds before ``now``.
 
     Its pods are worth a look then (they normally start within the grace; a reconcile of
-    1,000 runs should not list pods every few seconds each).
+    1,000 runs should not list pods every few seconds each). A suspended Job (waiting for
+    Kueue) is not stuck: it has no pod to look at.
     """
     if job is None or (job.get("status") or {}).get("ready") or job_finished(job):
         return False
-    age = age_seconds(job, now)
+    if job_suspended(job):
+        return False
+    age = started_seconds(job, now)
     return age is None or age > grace
 
 

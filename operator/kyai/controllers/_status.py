@@ -18,7 +18,7 @@ from kyai.controllers import _conditions as c
 from kyai.controllers._conditions import Change
 from kyai.controllers._services import Services
 
-__all__ = ["Change", "StatusWriter", "spec_changed"]
+__all__ = ["Change", "StatusWriter", "named_references", "spec_changed"]
 
 
 class _Seen(StatusBase):
@@ -38,6 +38,25 @@ def spec_changed(spec: Mapping[str, Any], recorded: str | None) -> bool:
     if recorded is None:
         return True
     return recorded not in (spec_hash(spec), _legacy_spec_hash(spec))
+
+
+def named_references(spec: object, status: Mapping[str, Any]) -> dict[str, str]:
+    """``workload`` and ``snapshot`` from an EvaluationRun's raw spec, when the status lacks them.
+
+    A run that fails before it resolves its references (an invalid judge, an invalid spec)
+    still shows, in ``kubectl get er``'s WORKLOAD and SNAPSHOT columns, what it names. Read
+    from the raw spec: a spec that failed validation has no typed form; a name that is not a
+    non-empty string is left out.
+    """
+    if not isinstance(spec, Mapping):
+        return {}
+    named: dict[str, str] = {}
+    for field, key in (("workload", "workloadRef"), ("snapshot", "snapshotRef")):
+        ref = spec.get(key)
+        name = ref.get("name") if isinstance(ref, Mapping) else None
+        if isinstance(name, str) and name and not status.get(field):
+            named[field] = name
+    return named
 
 
 class StatusWriter:

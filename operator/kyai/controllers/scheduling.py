@@ -31,7 +31,7 @@ from kyai.constants import LABEL_RUN
 from kyai.controllers import _conditions as c
 from kyai.controllers._inuse import references, release_references
 from kyai.controllers._kube import KubeError
-from kyai.controllers._pods import age_seconds, job_finished, may_be_stuck
+from kyai.controllers._pods import age_seconds, job_finished, job_suspended, may_be_stuck
 from kyai.controllers._requeues import Requeues
 from kyai.controllers._result import Result, after
 from kyai.controllers._services import NEW, NORMAL, URGENT, Services
@@ -163,6 +163,20 @@ def worker_not_starting(look: Look) -> Verdict | None:
     return None
 
 
+def queued(look: Look) -> Verdict | None:
+    """A Job Kueue holds (suspended), or a run that still says so: Kueue is read again.
+
+    Kueue starts and stops a Job by (un)suspending it, events that do not finish the Job
+    (whose events alone move runs on): the resync looks.
+    """
+    if job_suspended(look.job):
+        return Verdict(c.WAITING_FOR_QUOTA, "the phase's Job is suspended (Kueue)", True)
+    ready = look.status.condition(c.READY)
+    if ready is not None and ready.reason in c.QUEUED:
+        return Verdict(ready.reason, "the run says its Job waits for Kueue", True)
+    return None
+
+
 def job_missing(look: Look) -> Verdict | None:
     """The phase's Job is not there (the judge waiting for its Secret, a lost create)."""
     if look.job is None:
@@ -197,6 +211,7 @@ RESYNC_POLICIES: tuple[Policy, ...] = (
     waiting,
     api_refused,
     worker_not_starting,
+    queued,
     job_missing,
     job_done,
     job_may_be_stuck,

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from kyai.api import SnapshotSpec, SnapshotStatus
 from kyai.api.snapshot import SnapshotPhase
 from kyai.builders import label_value, spec_hash
+from kyai.builders.queue import queue_labels
 from kyai.builders.snapshot import (
     config_map_name,
     load_job_name,
@@ -31,6 +32,7 @@ from kyai.builders.snapshot import (
 )
 from kyai.constants import LABEL_SNAPSHOT
 from kyai.controllers import _conditions as c
+from kyai.controllers import _kueue as kueue
 from kyai.controllers._conditions import Change
 from kyai.controllers._pods import failure_message, job_state
 from kyai.controllers._services import Services
@@ -119,19 +121,43 @@ _OFFLINE_ADVICE = (
 )
 
 
+#: Seconds a built-in's download from HuggingFace may take before the Snapshot says why it is
+#: not Ready (Pending, SourceUnavailable) and tries again later; a download still under way
+#: goes on in its thread and fills the Hub cache the next try reads.
+BUILTIN_DOWNLOAD_SECONDS = 120.0
+
+
+def resolving_message(spec: SnapshotSpec) -> str:
+    """What a Snapshot in ``Resolving`` does, and how long before it says why it waits."""
+    if spec.source is None and spec.builtin is not None:
+        return (
+            f"downloading the built-in {spec.builtin} from HuggingFace (at most "
+            f"{BUILTIN_DOWNLOAD_SECONDS:.0f} s; if it fails: Pending, saying why)"
+        )
+    return "resolving the rows"
+
+
 async def resolve(svc: Services, namespace: str, name: str, spec: SnapshotSpec) -> Dataset:
     """Load the Snapshot's rows (blocking work off the event loop)."""
     prompts = spec.prompts
     if spec.source is None:
         assert spec.builtin is not None
         try:
-            return await asyncio.to_thread(
-                load_dataset,
-                spec.builtin,
-                generation_prompt=prompts.generation,
-                judge_prompt=prompts.judge,
-                hf_revision=spec.hf_revision,
+            return await asyncio.wait_for(
+                asyncio.to_thread(
+                    load_dataset,
+                    spec.builtin,
+                    generation_prompt=prompts.generation,
+                    judge_prompt=prompts.judge,
+                    hf_revision=spec.hf_revision,
+                ),
+                timeout=BUILTIN_DOWNLOAD_SECONDS,
             )
+        except TimeoutError as exc:
+            raise SourceUnavailable(
+                f"the built-in {spec.builtin} could not be downloaded from HuggingFace within "
+                f"{BUILTIN_DOWNLOAD_SECONDS:.0f} s (no network, or a slow one); {_OFFLINE_ADVICE}"
+            ) from exc
         except DatasetUnavailableError as exc:
             raise SourceUnavailable(
                 f"the built-in {spec.builtin} could not be downloaded from HuggingFace: "
@@ -244,7 +270,7 @@ class SnapshotReconciler:
             return None  # the load Job failed: a new Snapshot is needed
         retrying = current.phase == "Pending" and _ready_reason(current) == c.SOURCE_UNAVAILABLE
         if current.phase != "Resolving" and not retrying:
-            text = "resolving the rows"
+            text = resolving_message(spec)
             conditions = self.writer.conditions(Change(c.READY, None, c.RESOLVING, text))
             await self.writer.patch(
                 SnapshotStatus(phase="Resolving", message=text, conditions=conditions)
@@ -319,12 +345,15 @@ class SnapshotReconciler:
         settings = self.svc.settings
         claim = snapshot_claim(self.body, size_bytes=size)
         await self.svc.kube.ensure(claim)
+        queue = queue_labels(self.body, settings.default_queue_name)
         await self.svc.kube.ensure(
             snapshot_load_job(
                 self.body,
                 image=settings.worker_image,
                 image_pull_policy=settings.worker_image_pull_policy,
                 expect_sha256=dataset.sha256,
+                queue=queue,
+                suspend=bool(queue) and await kueue.installed(self.svc),
             )
         )
         name = claim["metadata"]["name"]

@@ -28,6 +28,7 @@ from kyai.api import (
 )
 from kyai.api.workload import WorkloadPhase
 from kyai.builders import ManifestError
+from kyai.builders.queue import queue_name
 from kyai.builders.workload import (
     workload_deployment,
     workload_endpoint,
@@ -37,6 +38,7 @@ from kyai.builders.workload import (
 )
 from kyai.constants import ANNOTATION_SPEC_HASH
 from kyai.controllers import _conditions as c
+from kyai.controllers import _kueue as kueue
 from kyai.controllers._conditions import Change
 from kyai.controllers._inuse import engine_args_of
 from kyai.controllers._pods import first_trouble
@@ -324,10 +326,43 @@ class WorkloadReconciler:
             return missing
         selector = ",".join(f"{k}={v}" for k, v in workload_selector(self.name).items())
         pods = await self.svc.kube.list("Pod", self.namespace, label_selector=selector)
+        held = await self._held_by_kueue(pods)
+        if held is not None:
+            return held
         trouble = first_trouble(pods)
         if trouble is None:
             return c.DEPLOYING, ""
         return c.ENGINE_NOT_STARTING, f"the engine cannot start: {trouble.describe()}"
+
+    async def _held_by_kueue(self, pods: list[dict[str, Any]]) -> tuple[str, str] | None:
+        """(reason, message) when Kueue holds the engine: a pod evicted or not admitted yet.
+
+        An evicted pod (``TerminationTarget``) is ``Preempted`` with Kueue's message; a pod
+        gated by ``kueue.x-k8s.io/admission`` is ``WaitingForQuota`` with its Kueue
+        Workload's message. None when no pod waits for Kueue.
+        """
+        for pod in pods:
+            evicted = kueue.evicted_message(pod)
+            if evicted is not None:
+                name = pod["metadata"]["name"]
+                wait = kueue.QueueWait(c.PREEMPTED, evicted, None)
+                queue = queue_name(pod["metadata"].get("labels") or {})
+                return c.PREEMPTED, kueue.describe(wait, f"the engine's pod {name}", queue)
+        waiting = sorted(
+            (pod for pod in pods if kueue.gated(pod)),
+            key=lambda pod: str(pod["metadata"].get("creationTimestamp") or ""),
+        )
+        if not waiting:
+            return None
+        pod = waiting[0]
+        meta = pod["metadata"]
+        held = kueue.queue_wait(
+            await kueue.workload_for(self.svc, self.namespace, str(meta.get("uid")))
+        )
+        if held is None:  # admitted: Kueue removes the gate in a moment
+            return None
+        queue = queue_name(meta.get("labels") or {})
+        return held.reason, kueue.describe(held, f"the engine's pod {meta['name']}", queue)
 
     async def _missing_reference(self, spec: WorkloadSpec) -> tuple[str, str] | None:
         """(reason, message) for a Secret key or claim the engine's pod needs and lacks."""

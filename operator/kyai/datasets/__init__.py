@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         get_builtin,
         v1_rank_key,
     )
+    from ._custom import custom_row_problems
     from ._errors import DatasetError, DatasetUnavailableError
     from ._hub import Downloader, hf_download, route_hub_logs
     from ._load import load_dataset
@@ -47,6 +48,7 @@ __getattr__, __dir__ = lazy_exports(
             "get_builtin",
             "v1_rank_key",
         ),
+        "._custom": ("custom_row_problems",),
         "._errors": ("DatasetError", "DatasetUnavailableError"),
         "._hub": ("Downloader", "hf_download", "route_hub_logs"),
         "._load": ("load_dataset",),
@@ -72,6 +74,7 @@ __all__ = [
     "SnapshotFiles",
     "builtin_names",
     "canonical_jsonl",
+    "custom_row_problems",
     "dataset_from_dict",
     "dataset_sha256",
     "dataset_to_dict",

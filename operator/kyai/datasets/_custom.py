@@ -22,10 +22,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ._errors import DatasetError
 from ._io import Record, describe_type, read_records
 from ._model import Dataset, Prompts, Row, dataset_sha256
 
-__all__ = ["CUSTOM_FORMATS", "dataset_stem", "load_custom"]
+__all__ = ["CUSTOM_FORMATS", "custom_row_problems", "dataset_stem", "load_custom"]
 
 CUSTOM_FORMATS = ("jsonl", "csv")
 REQUIRED_FIELDS = ("instruction", "ground_truth_response")
@@ -111,6 +112,30 @@ def read_custom_rows(path: Path) -> tuple[Row, ...]:
             )
         )
     return tuple(rows)
+
+
+def custom_row_problems(path: Path) -> list[DatasetError]:
+    """Every row's problem with its required fields, in file order.
+
+    :func:`read_custom_rows` stops at the first; this names them all (``kyai run``'s checks
+    before anything is sent). The file's own problem alone when it cannot be read; row ids
+    are :func:`read_custom_rows`' to check.
+    """
+    try:
+        records = read_records(path, allowed=CUSTOM_FORMATS, required_csv=REQUIRED_FIELDS)
+    except DatasetError as exc:
+        return [exc]
+    problems: list[DatasetError] = []
+    for record in records:
+        for name in REQUIRED_FIELDS:
+            try:
+                value = _string_field(path, record, name)
+            except DatasetError as exc:
+                problems.append(exc)
+                continue
+            if name == "instruction" and not value.strip():
+                problems.append(record.error(path, "The instruction is empty.", field=name))
+    return problems
 
 
 def load_custom(path: Path, *, generation_prompt: str, judge_prompt: str | None) -> Dataset:

@@ -2,6 +2,8 @@
 
 :func:`run_guarded` is what the commands' handlers (:mod:`kyai.evaluation.cli`, the parser)
 call; everything the phases need is imported here, not when the command line is parsed.
+Every input problem is found first, all of them, by :func:`kyai.evaluation._preflight.preflight`
+(one message, before any chat request); the checks the phases make again stay as a net.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from kyai.evaluation._cli_judges import (
     preprocess,
 )
 from kyai.evaluation._gates import gate_failures
+from kyai.evaluation._preflight import PreflightError, preflight
 from kyai.evaluation._usage import HF_TOKEN_ENV, UsageError, judge_api_key, secret, text_or_file
 
 if TYPE_CHECKING:
@@ -56,17 +59,6 @@ def _configure_logging(quiet: bool) -> None:
             handler.addFilter(RedactingFilter())
     # One line per request is noise next to the progress lines.
     logging.getLogger("httpx").setLevel(logging.WARNING)
-
-
-def _check_endpoint(flag: str, url: str | None) -> None:
-    from kyai.evaluation._client import InvalidEndpointError, check_endpoint
-
-    if url is None:
-        return
-    try:
-        check_endpoint(url)
-    except InvalidEndpointError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
 
 
 def _first_missing(path: Path) -> Path | None:
@@ -104,25 +96,6 @@ def _check_output(path: Path) -> Path | None:
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"--output {path} is not writable")
     return created
-
-
-def _check_inputs(args: argparse.Namespace, phases: tuple[str, ...]) -> None:
-    """Flags checked before anything is loaded or sent: URLs and paths."""
-    if "generate" in phases:
-        _check_endpoint("--endpoint", args.endpoint)
-        if args.snapshot is not None and not args.snapshot.is_dir():
-            what = "does not exist" if not args.snapshot.exists() else "is not a directory"
-            raise UsageError(f"--snapshot {args.snapshot} {what}; give a snapshot folder")
-        if args.model_config is not None and not args.model_config.exists():
-            raise UsageError(f"--model-config {args.model_config} does not exist")
-    if "judge" in phases:
-        _check_endpoint("--judge-endpoint", args.judge_endpoint)
-        if "generate" not in phases and not args.generations.is_dir():
-            what = "does not exist" if not args.generations.exists() else "is not a directory"
-            raise UsageError(
-                f"--generations {args.generations} {what}; give a directory written by "
-                "`kyai generate` (it holds run.json)"
-            )
 
 
 def _error(args: argparse.Namespace, message: object) -> None:
@@ -176,8 +149,7 @@ def _run_reporting_errors(args: argparse.Namespace, phases: tuple[str, ...]) -> 
     _configure_logging(args.quiet)
     register_secret(os.environ.get(HF_TOKEN_ENV))
     try:
-        _check_inputs(args, phases)
-        args.created_output = _check_output(args.output)
+        preflight(args, phases, check_output=_check_output)
         return asyncio.run(_execute(args, phases))
     except KeyboardInterrupt:
         print(
@@ -189,6 +161,9 @@ def _run_reporting_errors(args: argparse.Namespace, phases: tuple[str, ...]) -> 
     except DatasetUnavailableError as exc:  # the Hub is unreachable: not the user's input
         _error(args, exc)
         return EXIT_UNREACHABLE
+    except PreflightError as exc:  # every problem found before anything was sent
+        _error(args, exc)
+        return EXIT_USAGE if exc.usage else EXIT_UNREACHABLE
     except (
         UsageError,
         DatasetError,

@@ -17,6 +17,7 @@ from typing import Any
 
 from kyai.api.evaluationsweep import EvaluationSweepSpec, SweepRow
 from kyai.builders import child_name, object_meta, spec_hash, standard_labels
+from kyai.builders.queue import queue_labels
 from kyai.constants import (
     ANNOTATION_SWEEP_ENGINE_ARGS_SET,
     ANNOTATION_SWEEP_RUN_HASH,
@@ -74,7 +75,9 @@ def cell_run(sweep: Mapping[str, Any], spec: EvaluationSweepSpec, cell: Cell) ->
 
     Labels: ``kyai.io/sweep`` (the sweep), ``kyai.io/sweep-cell`` (the cell's hash),
     ``kyai.io/sweep-variant`` (with a derived Workload), ``kyai.io/workload`` and
-    ``kyai.io/snapshot``; annotations: the cell's names and the run block's hash.
+    ``kyai.io/snapshot``, and the sweep's Kueue labels (``kueue.x-k8s.io/queue-name``,
+    ``kueue.x-k8s.io/priority-class``); annotations: the cell's names and the run block's
+    hash.
     """
     name, namespace = _meta(sweep)
     extra = {
@@ -86,6 +89,7 @@ def cell_run(sweep: Mapping[str, Any], spec: EvaluationSweepSpec, cell: Cell) ->
     if cell.variant is not None:
         extra[LABEL_SWEEP_VARIANT] = cell.variant.hash
     labels = standard_labels(name=APP_NAME, instance=name, component="cell", extra=extra)
+    labels.update(queue_labels(sweep))
     annotations = {**_cell_annotations(cell), ANNOTATION_SWEEP_RUN_HASH: run_hash(spec)}
     return {
         "apiVersion": API_VERSION,
@@ -112,7 +116,8 @@ def derived_workload(
 
     Same model, image, resources, placement, cache and probes; ``engineArgsSetRef`` names
     the variant's EngineArgsSet. The base's labels and annotations are not copied (a GitOps
-    tool's tracking label would claim the derived Workload); it carries the sweep's labels.
+    tool's tracking label would claim the derived Workload); it carries the sweep's labels,
+    and the sweep's Kueue labels (else the base's: its GPUs wait in the same queue).
     """
     name, namespace = _meta(sweep)
     spec = copy.deepcopy(dict(base.get("spec") or {}))
@@ -123,6 +128,7 @@ def derived_workload(
         component="workload",
         extra={LABEL_SWEEP: name, LABEL_SWEEP_VARIANT: variant.hash},
     )
+    labels.update(queue_labels(sweep) or queue_labels(base))
     annotations = {
         ANNOTATION_SWEEP_WORKLOAD: variant.workload,
         ANNOTATION_SWEEP_ENGINE_ARGS_SET: variant.engine_args_set,

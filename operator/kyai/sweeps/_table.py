@@ -92,6 +92,45 @@ def _notes(*parts: str | None) -> str | None:
     return "; ".join(kept) if kept else None
 
 
+#: A run's Ready reasons while Kueue holds it or its Workload's engine (kyai.controllers).
+_QUEUE_REASONS = ("WaitingForQuota", "Preempted")
+
+
+def _queue_note(run: Mapping[str, object] | None) -> str | None:
+    """``WaitingForQuota: <the run's message>`` for a cell whose run waits for Kueue."""
+    status = (run or {}).get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for condition in conditions if isinstance(conditions, list) else ():
+        if condition.get("type") == "Ready" and condition.get("reason") in _QUEUE_REASONS:
+            return f"{condition['reason']}: {condition.get('message') or ''}".rstrip(": ")
+    return None
+
+
+#: A failed run's note keeps this many characters of its message (a status holds 64 rows).
+_FAILURE_NOTE_CHARS = 500
+
+
+def _failure_note(run: Mapping[str, object] | None) -> str | None:
+    """``failed: <Reason>: <message>`` for a cell whose run Failed (its Ready condition's).
+
+    The run's own words, so the table says why a cell failed without opening the run; a
+    run whose Ready condition is missing gives its ``status.message``.
+    """
+    if run is None or run_phase(run) != "Failed":
+        return None
+    status = run.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    reason, message = None, status.get("message")
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            reason, message = condition.get("reason"), condition.get("message") or message
+    said = ": ".join(str(part) for part in (reason, message) if part) or "no reason given"
+    if len(said) > _FAILURE_NOTE_CHARS:
+        said = said[: _FAILURE_NOTE_CHARS - 1] + "…"
+    return f"failed: {said}"
+
+
 def _base_row(row: _Row) -> SweepRow:
     """The row's own figures (no rank, baseline or Pareto yet)."""
     state, entry, cell = row.state, row.entry, row.cell
@@ -120,7 +159,7 @@ def _base_row(row: _Row) -> SweepRow:
             "snapshot": cell.snapshot,
             "run": None if run is None else str((run.get("metadata") or {}).get("name", "")),
             "phase": phase,
-            "note": _notes(cell.note, note),
+            "note": _notes(cell.note, _failure_note(run), note, _queue_note(run)),
             **figures,
         }
     )

@@ -53,6 +53,12 @@ CHILD_VERBS = {"create", "get", "list", "watch", "patch", "update", "delete"}
 READ = {"get", "list", "watch"}
 
 
+#: Leader election: the operator's Lease in the release namespace (client-go's verbs).
+LEASE_PERMISSIONS = {
+    ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")
+}
+
+
 def expected_namespaced_permissions() -> set[tuple[str, str, str]]:
     wanted: set[tuple[str, str, str]] = set()
     for resource in KYAI_RESOURCES:
@@ -73,12 +79,15 @@ def expected_namespaced_permissions() -> set[tuple[str, str, str]]:
         ("rbac.authorization.k8s.io", "roles"),
         ("rbac.authorization.k8s.io", "rolebindings"),
         ("networking.k8s.io", "networkpolicies"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"),
     ]
     wanted |= {(group, resource, verb) for group, resource in children for verb in CHILD_VERBS}
     # Secrets: read (a run's named keys exist), never created: no key is copied anywhere.
     wanted |= {("", "secrets", "get")}
     wanted |= {("", resource, verb) for resource in ("pods", "pods/log") for verb in READ}
     wanted |= {("", "events", "create"), ("", "events", "patch")}
+    # Kueue's Workloads: read (WaitingForQuota, Preempted), never written.
+    wanted |= {("kueue.x-k8s.io", "workloads", verb) for verb in READ}
     return wanted
 
 
@@ -179,7 +188,12 @@ def test_helm_lint_default_and_custom_values(helm_binary: Path, values_file: Pat
 
 @pytest.mark.parametrize(
     ("setting", "complaint"),
-    [("replicas=3", "replicas"), ("imageTypo.tag=x", "imageTypo"), ("metrics.port=0", "port")],
+    [
+        ("replicas=-1", "replicas"),
+        ("imageTypo.tag=x", "imageTypo"),
+        ("metrics.port=0", "port"),
+        ("leaderElection.leaseTypo=1", "leaseTypo"),
+    ],
 )
 def test_values_schema_refuses_bad_values(helm_binary: Path, setting: str, complaint: str) -> None:
     result = helm("lint", str(CHART), "--set", setting)
@@ -232,7 +246,8 @@ def test_cluster_wide_rbac_has_exactly_the_needed_verbs(
     assert permissions(role["rules"]) == (
         expected_namespaced_permissions() | EXPECTED_CLUSTER_PERMISSIONS
     )
-    assert not of_kind(default_objects, "Role")
+    (election,) = of_kind(default_objects, "Role")  # the Lease's, nothing else namespaced
+    assert permissions(election["rules"]) == LEASE_PERMISSIONS
     binding = one(default_objects, "ClusterRoleBinding")
     account = one(default_objects, "ServiceAccount")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
@@ -263,8 +278,9 @@ def test_watched_namespaces_get_roles_and_the_cluster_role_shrinks(
         assert binding["subjects"][0]["namespace"] == RELEASE_NS
         assert binding["subjects"][0]["name"] == account
     # The operator never reads the default judge's key (the gateway mounts it): no Role in
-    # the release namespace grants it a Secret there.
-    assert not [r for (ns, _), r in roles.items() if ns == RELEASE_NS]
+    # the release namespace grants it a Secret there, only its Lease.
+    released = [r for (ns, _), r in roles.items() if ns == RELEASE_NS]
+    assert [permissions(r["rules"]) for r in released] == [LEASE_PERMISSIONS]
 
 
 def test_aggregated_user_roles(default_objects: list[dict[str, Any]]) -> None:
@@ -842,3 +858,95 @@ def test_notes_say_how_the_default_judge_is_reached_when_the_gateway_runs(
     selector = ("--set", "defaultJudge.namespaceSelector.matchLabels.team=a")
     selected = " ".join(rendered_notes(tmp_path / "c", *judged, *selector).split())
     assert "Only namespaces that defaultJudge.namespaceSelector selects may use it" in selected
+
+
+# -- leader election (issue 32) ---------------------------------------------------------------
+
+
+def test_two_operator_replicas_elect_a_leader_by_default(
+    default_objects: list[dict[str, Any]],
+) -> None:
+    deployment = one(default_objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    settings = OperatorSettings.from_env(env_of(deployment))
+    assert settings.leader_elect is True
+    assert settings.leader_election_id == "kyai-operator"
+    timings = (
+        settings.leader_election_lease_seconds,
+        settings.leader_election_renew_deadline_seconds,
+        settings.leader_election_retry_seconds,
+    )
+    assert timings == (15, 10, 2)
+    assert settings.leader_election_namespace is None  # the pod's own (its service account's)
+    pod = deployment["spec"]["template"]["spec"]
+    spread = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert spread[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert spread[0]["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
+    budget = one(default_objects, "PodDisruptionBudget")
+    assert budget["metadata"]["namespace"] == RELEASE_NS
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
+    (election,) = of_kind(default_objects, "Role")
+    (binding,) = [
+        b for b in of_kind(default_objects, "RoleBinding")
+        if b["roleRef"]["name"] == election["metadata"]["name"]
+    ]  # fmt: skip
+    assert election["metadata"]["namespace"] == binding["metadata"]["namespace"] == RELEASE_NS
+    account = one(default_objects, "ServiceAccount")["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account, "namespace": RELEASE_NS}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("setting", "complaint"),
+    [
+        ("leaderElection.enabled=false", "replicas > 1 needs leaderElection.enabled"),
+        ("leaderElection.renewDeadlineSeconds=15", "leaseDurationSeconds > renewDeadlineSeconds"),
+    ],
+)
+def test_unsafe_leader_election_values_are_refused(
+    helm_binary: Path, setting: str, complaint: str
+) -> None:
+    result = helm("template", "kyai", str(CHART), "--set", setting)
+    assert result.returncode != 0
+    assert complaint in result.stderr
+
+
+def test_one_replica_without_leader_election_is_todays_operator(helm_binary: Path) -> None:
+    objects = render(None, "--set", "replicas=1", "--set", "leaderElection.enabled=false")
+    deployment = one(objects, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert OperatorSettings.from_env(env_of(deployment)).leader_elect is False
+    assert "affinity" not in deployment["spec"]["template"]["spec"]
+    assert not of_kind(objects, "PodDisruptionBudget")
+    assert not of_kind(objects, "Role")
+
+
+def test_kustomize_grants_the_lease_in_the_operators_namespace() -> None:
+    objects = kustomize(CONFIG / "default")
+    namespace = one(objects, "Namespace")["metadata"]["name"]
+    account = one(objects, "ServiceAccount")["metadata"]["name"]
+    (role,) = of_kind(objects, "Role")
+    assert role["metadata"]["namespace"] == namespace
+    assert permissions(role["rules"]) == LEASE_PERMISSIONS
+    (binding,) = of_kind(objects, "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account, "namespace": namespace}
+    ]
+
+
+def test_default_queue_name_reaches_the_operators_settings(helm_binary: Path) -> None:
+    unset = env_of(one(render(), "Deployment"))
+    assert "KYAI_DEFAULT_QUEUE_NAME" not in unset
+    assert OperatorSettings.from_env(unset).default_queue_name is None
+    deployment = one(render(None, "--set", "defaultQueueName=team"), "Deployment")
+    assert OperatorSettings.from_env(env_of(deployment)).default_queue_name == "team"
+    # The schema refuses a name Kueue could never have (not a DNS subdomain).
+    refused = helm("template", "kyai", str(CHART), "--set", "defaultQueueName=Team_A")
+    assert refused.returncode != 0 and "defaultQueueName" in refused.stderr

@@ -299,7 +299,7 @@ def test_unreadable_runs_are_usage_errors(
     status, _, err = compare(capsys, base, short)
     assert status == 2 and "missing row_index [1, 2, 3, 4, 5]" in err
     one = run_dir(tmp_path, "one", [1.0])
-    status, _, err = compare(capsys, one, one)
+    status, _, err = compare(capsys, one, one, "--allow-same")
     assert status == 2 and "needs at least 2" in err
 
 
@@ -338,3 +338,33 @@ def test_two_50000_row_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert status == 0 and data["n"] == n
     assert data["discordant"] == {"baseline_only": bb, "candidate_only": cc}
     assert data["p_value"] == pytest.approx(sp.binomtest(min(bb, cc), bb + cc, 0.5).pvalue)
+
+
+def test_a_run_compared_with_itself_is_refused_unless_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = run_dir(tmp_path, "a", BASE)
+    (tmp_path / "link").symlink_to(run)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("summary.json", "judgements.jsonl"):
+        (copy / name).write_bytes((run / name).read_bytes())
+    # The same directory twice, under two paths (its summary.json, a link), or a copy.
+    for other, said in (
+        (run, "are the same file"),
+        (run / "summary.json", "are the same file"),
+        (tmp_path / "link", "are the same file"),
+        (copy, "are identical (a copy of one run)"),
+    ):
+        status, out, err = compare(capsys, run, other, "--non-inferiority", "0.05")
+        assert status == 2 and out == "", err
+        assert "the baseline and the candidate are one run" in err and said in err
+        assert "--allow-same" in err
+    # Asked for: compared, with a warning on stderr.
+    status, out, err = compare(capsys, run, run, "--allow-same", "-o", "json")
+    assert status == 0 and json.loads(out)["mean_difference"] == 0.0
+    assert "warning: comparing a run with itself" in err
+    # Two runs with the same scores are two runs: compared without a word.
+    other = run_dir(tmp_path, "b", BASE)
+    status, _, err = compare(capsys, run, other)
+    assert status == 0 and err == ""

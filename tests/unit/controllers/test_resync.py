@@ -271,7 +271,8 @@ async def test_a_new_job_is_looked_at_again_unless_its_run_has_finished() -> Non
 def test_the_resync_policies_decide_top_to_bottom_with_the_timers_of_the_settings() -> None:
     assert [policy.__name__ for policy in RESYNC_POLICIES] == [
         "finished_or_deleted", "not_looked_at_yet", "waiting", "api_refused",
-        "worker_not_starting", "job_missing", "job_done", "job_may_be_stuck", "job_running",
+        "worker_not_starting", "queued", "job_missing", "job_done", "job_may_be_stuck",
+        "job_running",
     ]  # fmt: skip
     defaults, quick = OperatorSettings(), OperatorSettings(job_start_grace_seconds=1)
     running = {"r-generate": _job(ago=2)}

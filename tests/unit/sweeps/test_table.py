@@ -334,3 +334,41 @@ def test_remembered_figures_are_kyai_stats_figures() -> None:
         tie_aware_ranks([[1.0]])
     with pytest.raises(StatsError):
         tie_aware_ranks([[1.0, 0.0], [1.5, 0.0]])
+
+
+def test_a_failed_cell_says_why_with_its_runs_reason_and_message(ns: Any) -> None:
+    for name in ("a", "b", "c"):
+        ns.add_workload(name, endpoint=True)
+    ns.add_snapshot("s")
+    sweep = spec(workloads=names("a", "b", "c"), snapshots=names("s"), parallelism=3)
+    ns.step(sweep)
+    ns.succeed(ns.run_of("a", "s"), ones(30), key="k")
+    said = "judge type builtin: deterministic graders exist only for built-in datasets"
+    when = "2025-01-01T00:00:00Z"
+    ns.runs[ns.run_of("b", "s")]["status"] = {
+        "phase": "Failed",
+        "message": said,
+        "conditions": [
+            {
+                "type": kind,
+                "status": "False",
+                "reason": "InvalidSpec",
+                "message": said,
+                "lastTransitionTime": when,
+            }
+            for kind in ("Progressing", "Ready")
+        ],
+    }
+    ns.fail(ns.run_of("c", "s"))  # no conditions: its status.message
+    states = cell_states(ns.sweep, ns.expand(sweep), ns.sweep_runs())
+    rows = by_cell(build_table(sweep, ns.expand(sweep), states, final=True))
+    assert rows[("b", "s")].note == f"failed: InvalidSpec: {said}"
+    assert rows[("c", "s")].note == "failed: the generation Job failed"
+    assert rows[("a", "s")].note is None
+    # A message longer than a status row should hold is cut, and says so.
+    long = "x" * 2000
+    ns.runs[ns.run_of("b", "s")]["status"]["conditions"][1]["message"] = long
+    states = cell_states(ns.sweep, ns.expand(sweep), ns.sweep_runs())
+    note = by_cell(build_table(sweep, ns.expand(sweep), states, final=True))[("b", "s")].note
+    assert note is not None and note.startswith("failed: InvalidSpec: xxx")
+    assert len(note) < 520 and note.endswith("…")

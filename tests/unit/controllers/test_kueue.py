@@ -1,0 +1,304 @@
+"""Kueue: the queue labels carried to Jobs and engine pods, and what Kueue's Workload says."""
+
+from __future__ import annotations
+
+import importlib.util
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kyai.api import WorkloadSpec
+from kyai.api.evaluationsweep import EvaluationSweepSpec
+from kyai.builders import evaluation as build
+from kyai.builders import workload_deployment
+from kyai.builders.queue import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, queue_labels
+from kyai.builders.snapshot import snapshot_load_job
+from kyai.controllers import _conditions as c
+from kyai.controllers import _kueue as kueue
+from kyai.controllers._pods import may_be_stuck
+from kyai.controllers.scheduling import resync_verdict
+from kyai.settings import OperatorSettings
+from kyai.sweeps import cell_run, derived_workload
+from kyai.sweeps._cells import Cell, Variant
+
+NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
+PENDING = (
+    "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in "
+    "flavor default-flavor, 1 more needed"
+)
+EVICTED = (
+    "Preempted to accommodate a workload (UID: 1a, JobUID: 2b) due to prioritization in the "
+    "ClusterQueue"
+)
+
+
+def stamp(seconds_ago: float) -> str:
+    return (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def owner(kind: str = "EvaluationRun", **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kyai.io/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": "r", "namespace": "ns", "uid": "u-1", "labels": labels},
+        "spec": {},
+    }
+
+
+# -- labels ---------------------------------------------------------------------------------
+
+
+def test_queue_labels_come_from_the_object_else_the_default() -> None:
+    labelled = owner(**{QUEUE_NAME_LABEL: "team", PRIORITY_CLASS_LABEL: "high", "x": "y"})
+    assert queue_labels(labelled, "fallback") == {QUEUE_NAME_LABEL: "team",
+                                                  PRIORITY_CLASS_LABEL: "high"}  # fmt: skip
+    assert queue_labels(owner(), "fallback") == {QUEUE_NAME_LABEL: "fallback"}
+    assert queue_labels(owner(**{PRIORITY_CLASS_LABEL: "high"}), "d") == {
+        QUEUE_NAME_LABEL: "d", PRIORITY_CLASS_LABEL: "high",
+    }  # fmt: skip
+    # No queue and no default: nothing (a priority alone means nothing to Kueue).
+    assert queue_labels(owner(**{PRIORITY_CLASS_LABEL: "high"}), None) == {}
+    assert queue_labels(owner(**{QUEUE_NAME_LABEL: ""}), "") == {}
+
+
+def job_of(**kwargs: Any) -> dict[str, Any]:
+    job = build.WorkerJob(name="r-generate", component="generate", args=["generate"])
+    return build.worker_job(
+        owner(), job, image="img", image_pull_policy="Never", results_claim="r-results",
+        backoff_limit=0, active_deadline_seconds=None, **kwargs,
+    )  # fmt: skip
+
+
+def test_a_queued_worker_job_carries_the_labels_and_starts_suspended() -> None:
+    queued = job_of(queue={QUEUE_NAME_LABEL: "team", PRIORITY_CLASS_LABEL: "low"}, suspend=True)
+    assert queued["metadata"]["labels"][QUEUE_NAME_LABEL] == "team"
+    assert queued["metadata"]["labels"][PRIORITY_CLASS_LABEL] == "low"
+    assert queued["spec"]["suspend"] is True
+    plain = job_of()
+    assert "suspend" not in plain["spec"]
+    assert not any(key.startswith("kueue.x-k8s.io") for key in plain["metadata"]["labels"])
+
+
+def test_the_snapshot_load_job_is_queued_the_same_way() -> None:
+    snapshot = owner("Snapshot")
+    job = snapshot_load_job(snapshot, image="i", image_pull_policy="Never", expect_sha256="0",
+                            queue={QUEUE_NAME_LABEL: "team"}, suspend=True)  # fmt: skip
+    assert job["metadata"]["labels"][QUEUE_NAME_LABEL] == "team" and job["spec"]["suspend"]
+    plain = snapshot_load_job(snapshot, image="i", image_pull_policy="Never", expect_sha256="0")
+    assert "suspend" not in plain["spec"] and QUEUE_NAME_LABEL not in plain["metadata"]["labels"]
+
+
+def test_the_engine_deployment_and_its_pods_carry_the_workloads_queue() -> None:
+    spec = WorkloadSpec.model_validate(
+        {"framework": "vllm", "model": "m", "resources": {"gpus": 1}}
+    )
+    body = owner("Workload", **{QUEUE_NAME_LABEL: "team", PRIORITY_CLASS_LABEL: "high"})
+    made = workload_deployment("r", "ns", spec, None, OperatorSettings(), body)
+    for labels in (made["metadata"]["labels"], made["spec"]["template"]["metadata"]["labels"]):
+        assert labels[QUEUE_NAME_LABEL] == "team" and labels[PRIORITY_CLASS_LABEL] == "high"
+    # The selector stays the Workload's own: a queue change rolls pods, never orphans them.
+    assert QUEUE_NAME_LABEL not in made["spec"]["selector"]["matchLabels"]
+    by_default = workload_deployment(
+        "r", "ns", spec, None, OperatorSettings(default_queue_name="gpus"), owner("Workload")
+    )
+    assert by_default["spec"]["template"]["metadata"]["labels"][QUEUE_NAME_LABEL] == "gpus"
+    plain = workload_deployment("r", "ns", spec, None, OperatorSettings(), owner("Workload"))
+    assert QUEUE_NAME_LABEL not in plain["spec"]["template"]["metadata"]["labels"]
+
+
+def test_a_sweeps_queue_passes_to_its_runs_and_derived_workloads() -> None:
+    sweep = owner("EvaluationSweep", **{QUEUE_NAME_LABEL: "team", PRIORITY_CLASS_LABEL: "low"})
+    spec = EvaluationSweepSpec.model_validate(
+        {"workloads": [{"name": "base"}], "snapshots": [{"name": "s"}]}
+    )
+    variant = Variant(workload="base", engine_args_set="fp8", name="base-fp8", hash="h")
+    cell = Cell(workload="base", engine_args_set="fp8", snapshot="s", hash="c",
+                candidate="base-fp8", variant=variant)  # fmt: skip
+    run = cell_run(sweep, spec, cell)
+    assert run["metadata"]["labels"][QUEUE_NAME_LABEL] == "team"
+    assert run["metadata"]["labels"][PRIORITY_CLASS_LABEL] == "low"
+    base = owner("Workload", **{QUEUE_NAME_LABEL: "base-queue"})
+    derived = derived_workload(sweep, variant, base)
+    assert derived["metadata"]["labels"][QUEUE_NAME_LABEL] == "team"
+    # A sweep without a queue: the derived Workload keeps its base's.
+    derived = derived_workload(owner("EvaluationSweep"), variant, base)
+    assert derived["metadata"]["labels"][QUEUE_NAME_LABEL] == "base-queue"
+
+
+# -- what Kueue's Workload says -------------------------------------------------------------
+
+
+def kueue_workload(*conditions: tuple[str, str, str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "job-r-generate-1a2b3", "creationTimestamp": stamp(300)},
+        "status": {
+            "conditions": [
+                {"type": kind, "status": status, "reason": reason, "message": message,
+                 "lastTransitionTime": stamp(120)}
+                for kind, status, reason, message in conditions
+            ]
+        },
+    }  # fmt: skip
+
+
+def test_pending_quota_is_waiting_for_quota_with_kueues_message() -> None:
+    wait = kueue.queue_wait(kueue_workload(("QuotaReserved", "False", "Pending", PENDING)))
+    assert wait is not None and wait.reason == c.WAITING_FOR_QUOTA and wait.kueue == PENDING
+    message = kueue.describe(wait, "the generation Job r-generate", "team", now=NOW)
+    assert message == (
+        f"the generation Job r-generate waits for Kueue to admit it in LocalQueue team: "
+        f"{PENDING} (for 2 min)"
+    )
+    inadmissible = kueue_workload(
+        ("QuotaReserved", "False", "Inadmissible", "LocalQueue team doesn't exist")
+    )
+    held = kueue.queue_wait(inadmissible)
+    assert held is not None and held.kueue == "LocalQueue team doesn't exist"
+    assert kueue.queue_wait(None) is not None  # Kueue has not made it yet: still waiting
+
+
+def test_admitted_or_finished_is_no_wait() -> None:
+    admitted = kueue_workload(
+        ("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
+        ("Admitted", "True", "Admitted", "The workload is admitted"),
+    )
+    assert kueue.queue_wait(admitted) is None
+    finished = kueue_workload(("Finished", "True", "Succeeded", "done"))
+    assert kueue.queue_wait(finished) is None
+    # Re-admitted after an eviction: Evicted turned False ("Previously: ...").
+    again = kueue_workload(
+        ("Evicted", "False", "QuotaReserved", f"Previously: {EVICTED}"),
+        ("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
+        ("Admitted", "True", "Admitted", "The workload is admitted"),
+    )
+    assert kueue.queue_wait(again) is None
+
+
+def test_an_evicted_workload_is_preempted_with_both_messages() -> None:
+    evicted = kueue_workload(
+        ("Evicted", "True", "Preempted", EVICTED),
+        ("Preempted", "True", "InClusterQueue", EVICTED),
+        ("Requeued", "True", "Preempted", EVICTED),
+        ("QuotaReserved", "False", "Pending", PENDING),
+        ("Admitted", "False", "NoReservation", "The workload has no reservation"),
+    )
+    wait = kueue.queue_wait(evicted)
+    assert wait is not None and wait.reason == c.PREEMPTED
+    assert wait.kueue == f"{EVICTED}; now: {PENDING}"
+    assert "was preempted by Kueue in LocalQueue team" in kueue.describe(wait, "x", "team")
+    # Still admitted while its pods go: the eviction is what counts.
+    going = kueue_workload(
+        ("Evicted", "True", "Preempted", EVICTED),
+        ("Admitted", "True", "Admitted", "The workload is admitted"),
+    )
+    going_wait = kueue.queue_wait(going)
+    assert going_wait is not None and going_wait.reason == c.PREEMPTED
+
+
+def test_engine_pods_gated_or_evicted_by_kueue() -> None:
+    gated = {"metadata": {}, "spec": {"schedulingGates": [{"name": kueue.ADMISSION_GATE}]}}
+    assert kueue.gated(gated)
+    assert not kueue.gated({"metadata": {}, "spec": {"schedulingGates": [{"name": "other"}]}})
+    evicted = {"status": {"conditions": [
+        {"type": "TerminationTarget", "status": "True", "reason": "StoppedByKueue",
+         "message": EVICTED},
+    ]}}  # fmt: skip
+    assert kueue.evicted_message(evicted) == EVICTED
+    assert kueue.evicted_message({"status": {}}) is None
+
+
+# -- queue time is no start-up time -----------------------------------------------------------
+
+
+def job(*, created_ago: float, started_ago: float | None = None, suspend: bool = False) -> Any:
+    status: dict[str, Any] = {}
+    if started_ago is not None:
+        status["startTime"] = stamp(started_ago)
+    return {
+        "metadata": {"name": "r-generate", "creationTimestamp": stamp(created_ago)},
+        "spec": {"suspend": suspend},
+        "status": status,
+    }
+
+
+def test_a_suspended_job_is_never_stuck_and_grace_counts_from_its_start() -> None:
+    assert not may_be_stuck(job(created_ago=900, suspend=True), grace=15, now=NOW)
+    # Admitted 5 s ago after 15 minutes in the queue: within its grace.
+    assert not may_be_stuck(job(created_ago=900, started_ago=5), grace=15, now=NOW)
+    assert may_be_stuck(job(created_ago=900, started_ago=30), grace=15, now=NOW)
+    assert may_be_stuck(job(created_ago=30), grace=15, now=NOW)  # never started: its age
+
+
+def run_in(phase: str, reason: str = "Generating") -> dict[str, Any]:
+    return {
+        "metadata": {"name": "r", "namespace": "ns", "creationTimestamp": stamp(600)},
+        "status": {
+            "phase": phase, "generationJob": "r-generate",
+            "conditions": [{"type": "Ready", "status": "False", "reason": reason, "message": "m",
+                            "lastTransitionTime": stamp(60)}],
+        },
+    }  # fmt: skip
+
+
+def test_the_resync_looks_at_runs_whose_job_kueue_holds() -> None:
+    settings = OperatorSettings()
+    suspended = {"r-generate": job(created_ago=600, suspend=True)}
+    verdict = resync_verdict(run_in("Generating"), suspended, now=NOW, settings=settings)
+    assert (verdict.reason, verdict.act) == (c.WAITING_FOR_QUOTA, True)
+    # Admitted again, the run still says Preempted: looked at, to say Generating again.
+    running = {"r-generate": job(created_ago=600, started_ago=2)}
+    verdict = resync_verdict(run_in("Generating", c.PREEMPTED), running, now=NOW,
+                             settings=settings)  # fmt: skip
+    assert (verdict.reason, verdict.act) == (c.PREEMPTED, True)
+    # A run that never waited: its running Job is left to its events.
+    verdict = resync_verdict(run_in("Generating"), running, now=NOW, settings=settings)
+    assert (verdict.reason, verdict.act) == ("JobRunning", False)
+
+
+def test_waiting_for_quota_is_reconciling_not_stalled() -> None:
+    reconciling, stalled = c.kstatus_changes("EvaluationRun", "Generating", c.WAITING_FOR_QUOTA,
+                                             "waits", created=stamp(9999), at=stamp(0))  # fmt: skip
+    assert reconciling.status is True and stalled.status is False
+
+
+# -- Argo CD health -----------------------------------------------------------------------------
+
+_LUA = Path(__file__).resolve().parents[2] / "system" / "argocd_health.py"
+
+
+def test_argo_cd_reads_a_run_waiting_for_quota_as_progressing() -> None:
+    pytest.importorskip("lupa", reason="lupa (the dev extra) runs the Lua health checks")
+    spec = importlib.util.spec_from_file_location("argocd_health_kueue", _LUA)
+    assert spec is not None and spec.loader is not None
+    health = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(health)
+    message = f"the generation Job r-generate waits for Kueue to admit it: {PENDING}"
+    run = {
+        "apiVersion": "kyai.io/v1alpha1", "kind": "EvaluationRun",
+        "metadata": {"name": "r", "namespace": "ns"},
+        "status": {"phase": "Generating", "message": message, "conditions": [
+            {"type": "Ready", "status": "False", "reason": "WaitingForQuota", "message": message},
+            {"type": "Progressing", "status": "False", "reason": "WaitingForQuota",
+             "message": message},
+            {"type": "Reconciling", "status": "True", "reason": "WaitingForQuota",
+             "message": message},
+            {"type": "Stalled", "status": "False", "reason": "Generating", "message": ""},
+        ]},
+    }  # fmt: skip
+    assert health.health(run) == {
+        "status": "Progressing",
+        "message": f"Generating (held): {message}",
+    }
+    workload = {
+        "apiVersion": "kyai.io/v1alpha1", "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "ns"},
+        "status": {"phase": "Deploying", "message": message, "conditions": [
+            {"type": "Ready", "status": "False", "reason": "WaitingForQuota", "message": message},
+            {"type": "Reconciling", "status": "True", "reason": "WaitingForQuota",
+             "message": message},
+            {"type": "Stalled", "status": "False", "reason": "Deploying", "message": ""},
+        ]},
+    }  # fmt: skip
+    assert health.health(workload)["status"] == "Progressing"
