@@ -123,6 +123,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["create", "delete", "get", "list", "patch", "update", "watch"]
+# A Workload on several nodes (spec.nodes > 1) is a LeaderWorkerSet (kubernetes-sigs/lws).
+# Harmless where LeaderWorkerSet is not installed.
+- apiGroups: ["leaderworkerset.x-k8s.io"]
+  resources: ["leaderworkersets"]
+  verbs: ["create", "delete", "get", "list", "patch", "update", "watch"]
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["create", "delete", "get", "list", "patch", "update", "watch"]

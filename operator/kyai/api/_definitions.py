@@ -73,7 +73,13 @@ def _workload() -> dict[str, Any]:
                 "rule": "has(self.framework) || has(self.endpoint)",
                 "message": f"spec.framework is required ({framework_list()}) unless "
                 "spec.endpoint is set",
-            }
+            },
+            {
+                "rule": "!has(self.nodes) || self.nodes == 1 || "
+                "(has(self.framework) && self.framework != 'trtllm' && !has(self.endpoint))",
+                "message": "spec.nodes > 1 needs spec.framework vllm or sglang (TensorRT-LLM "
+                "is served on one node only) and no spec.endpoint",
+            },
         ],
         columns=[
             PrinterColumn("Framework", "string", ".spec.framework", "The serving framework."),

@@ -86,6 +86,11 @@ class WorkloadSpec(KyaiModel):
     """When to pull the image."""
     replicas: int = Field(default=1, ge=0, le=64)
     """Engine replicas behind the Service."""
+    nodes: int = Field(default=1, ge=1, le=64)
+    """Nodes (pods) serving one replica of the model. With more than 1, each replica is a
+    LeaderWorkerSet group of this many pods, ``resources`` (its GPUs) per pod: vLLM on Ray,
+    SGLang with ``--nnodes``; the engine's parallel sizes must use every GPU of the group.
+    TensorRT-LLM serves on one node only. Needs LeaderWorkerSet in the cluster."""
     resources: Resources = Field(default_factory=Resources)
     """GPU, CPU and memory of each replica."""
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -115,6 +120,18 @@ class WorkloadSpec(KyaiModel):
             raise ValueError(
                 "spec.endpoint and spec.engineArgsSetRef exclude each other: a Workload with an "
                 "endpoint launches no engine"
+            )
+        if self.nodes > 1 and self.endpoint is not None:
+            raise ValueError(
+                f"spec.nodes is {self.nodes} but spec.endpoint is set: a Workload with an "
+                "endpoint launches no engine, so spec.nodes must be 1"
+            )
+        if self.nodes > 1 and self.framework == "trtllm":
+            raise ValueError(
+                f"spec.nodes is {self.nodes}, but the operator serves TensorRT-LLM on one node "
+                "only (its multi-node launch is mpirun with trtllm-llmapi-launch, which has no "
+                "LeaderWorkerSet form): set spec.nodes to 1 (more GPUs per node with "
+                "spec.resources.gpus), or use vllm or sglang"
             )
         return self
 
@@ -149,7 +166,10 @@ class WorkloadStatus(StatusBase):
     max_model_len_source: Literal["server", "engine-args", "config"] | None = None
     """Where maxModelLen comes from."""
     ready_replicas: int | None = None
-    """Replicas passing their readiness probe."""
+    """Replicas passing their readiness probe (on several nodes: ready groups)."""
+    ready_groups: int | None = None
+    """On several nodes (spec.nodes > 1): the LeaderWorkerSet's groups whose leader and
+    workers are all ready (its status.readyReplicas); unset on one node."""
     engine_args_hash: str | None = None
     """Hash of the EngineArgsSet the Deployment was built from."""
     metrics_url: str | None = None

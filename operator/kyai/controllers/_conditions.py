@@ -71,6 +71,8 @@ PREEMPTED = "Preempted"
 JOB_SUSPENDED = "JobSuspended"
 #: Waiting for Kueue (or a suspended Job): the time never counts against a start-up deadline.
 QUEUED = frozenset({WAITING_FOR_QUOTA, PREEMPTED, JOB_SUSPENDED})
+#: A Workload on several nodes (spec.nodes > 1) in a cluster without LeaderWorkerSet's CRD.
+LEADER_WORKER_SET_NOT_INSTALLED = "LeaderWorkerSetNotInstalled"
 SECRET_NOT_FOUND = "SecretNotFound"
 CLAIM_NOT_FOUND = "ClaimNotFound"
 FORBIDDEN = "Forbidden"
@@ -189,6 +191,7 @@ STALLING = frozenset(
         BASELINE_FAILED,
         INVALID_SPEC,
         NO_CELLS,
+        LEADER_WORKER_SET_NOT_INSTALLED,
         DEFAULT_JUDGE_NOT_ALLOWED,
         DEFAULT_JUDGE_NEEDS_GATEWAY,
     }

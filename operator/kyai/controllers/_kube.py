@@ -40,6 +40,8 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "Role": ("rbac.authorization.k8s.io/v1", "roles"),
     "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
     "NetworkPolicy": ("networking.k8s.io/v1", "networkpolicies"),
+    # kubernetes-sigs/lws: served only where LeaderWorkerSet is installed (404 elsewhere).
+    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
     **{kind: (f"{GROUP}/{VERSION}", names[0]) for kind, names in KINDS.items()},
 }
 

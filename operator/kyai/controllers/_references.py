@@ -64,8 +64,8 @@ class Served:
     metrics_url: str | None = None
     """The engine's Prometheus metrics (a served Workload whose engine exports them)."""
     gpus: int | None = None
-    """GPUs serving the model (a served Workload's GPUs per replica × replicas; None for an
-    endpoint, or a CPU-only engine)."""
+    """GPUs serving the model (a served Workload's GPUs per node × nodes × replicas; None
+    for an endpoint, or a CPU-only engine)."""
 
 
 def served_by(workload: Mapping[str, Any]) -> Served:
@@ -79,7 +79,7 @@ def served_by(workload: Mapping[str, Any]) -> Served:
     if status.endpoint is None:
         raise Waiting(c.WORKLOAD_NOT_READY, f"the Workload {name} reports no endpoint yet")
     served = spec.endpoint is None
-    gpus = spec.resources.gpus * spec.replicas if served else 0
+    gpus = spec.resources.gpus * spec.nodes * spec.replicas if served else 0
     return Served(
         endpoint=status.endpoint,
         model=status.served_model_name or spec.served_name,

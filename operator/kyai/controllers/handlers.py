@@ -46,7 +46,11 @@ log = logging.getLogger(__name__)
 CHANGING_KINDS = ("EngineArgsSet", "Workload", "Snapshot")
 
 #: The built-in kinds the operator watches, only those it made (the label every child has).
-CHILD_WATCHES = (("batch", "jobs"), ("apps", "deployments"))
+CHILD_WATCHES = (
+    ("batch", "jobs"),
+    ("apps", "deployments"),
+    ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+)
 OWN_CHILDREN = f"{LABEL_MANAGED_BY}={MANAGER}"
 
 _P = ParamSpec("_P")
@@ -219,6 +223,16 @@ def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSetti
     @kopf.on.event("apps", "v1", "deployments", labels={LABEL_WORKLOAD: kopf.PRESENT},
                    id="engine-deployment", registry=registry)  # fmt: skip
     async def engine_deployment(
+        labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await reconcile_workload(services(memo), _ns(namespace), labels[LABEL_WORKLOAD])
+
+    # A Workload on several nodes: its LeaderWorkerSet's groups turning (un)ready. kopf
+    # serves this watch only where the CRD exists (it picks the CRD up once installed).
+    @kopf.on.event("leaderworkerset.x-k8s.io", "v1", "leaderworkersets",
+                   labels={LABEL_WORKLOAD: kopf.PRESENT}, id="engine-leaderworkerset",
+                   registry=registry)  # fmt: skip
+    async def engine_leader_worker_set(
         labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any
     ) -> None:
         await reconcile_workload(services(memo), _ns(namespace), labels[LABEL_WORKLOAD])

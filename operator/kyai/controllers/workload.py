@@ -39,6 +39,7 @@ from kyai.builders.workload import (
 from kyai.constants import ANNOTATION_SPEC_HASH
 from kyai.controllers import _conditions as c
 from kyai.controllers import _kueue as kueue
+from kyai.controllers import _multinode as multinode
 from kyai.controllers._conditions import Change
 from kyai.controllers._inuse import engine_args_of
 from kyai.controllers._pods import first_trouble
@@ -278,6 +279,10 @@ class WorkloadReconciler:
 
     async def _deploy(self, spec: WorkloadSpec) -> None:
         """Apply the engine's Service and Deployment; observe it once a replica is available."""
+        if spec.nodes > 1:  # several nodes a replica: a LeaderWorkerSet (see _multinode)
+            await multinode.deploy_groups(self, spec)
+            return
+        await multinode.remove_groups(self)
         try:
             deployment = workload_deployment(
                 self.name, self.namespace, spec, self.eas_spec, self.svc.settings, self.body

@@ -16,12 +16,15 @@ from kyai.engines._common import (
     Engine,
     EngineArgsError,
     EngineCommand,
+    MultiNode,
+    ParallelismError,
     canonical_flag,
     check_engine_args,
     engine_env,
     flag_name,
     render_flags,
 )
+from kyai.engines._multinode import GroupCommands, check_parallelism, group_commands
 
 if TYPE_CHECKING:  # api/ derives its framework enum from ENGINES: types only from there
     from kyai.api.engineargsset import EngineArgsSetSpec
@@ -57,6 +60,13 @@ def engine_command(
     return engine_for(workload.engine).command(workload, engine_args)
 
 
+def engine_group_commands(
+    workload: WorkloadSpec, engine_args: EngineArgsSetSpec | None = None
+) -> GroupCommands:
+    """The leader's and workers' command lines on ``spec.nodes`` nodes (a LWS group)."""
+    return group_commands(engine_for(workload.engine), workload, engine_args)
+
+
 def served_model_name(workload: WorkloadSpec) -> str:
     """The model name the Workload's engine will report on ``/v1/models``."""
     if workload.endpoint is not None:
@@ -69,11 +79,16 @@ __all__ = [
     "Engine",
     "EngineArgsError",
     "EngineCommand",
+    "GroupCommands",
+    "MultiNode",
+    "ParallelismError",
     "canonical_flag",
     "check_engine_args",
+    "check_parallelism",
     "engine_command",
     "engine_env",
     "engine_for",
+    "engine_group_commands",
     "flag_name",
     "framework_list",
     "render_flags",

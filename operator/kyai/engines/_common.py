@@ -50,6 +50,30 @@ class EngineCommand:
         return [*self.command, *self.args]
 
 
+class ParallelismError(EngineArgsError):
+    """The engine's parallel sizes do not use exactly the GPUs of a multi-node group."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MultiNode:
+    """How an engine serves one model over several nodes: a LeaderWorkerSet group.
+
+    The leader's and workers' command lines derive from the single-node one; the LWS
+    controller gives each pod ``LWS_LEADER_ADDRESS``, ``LWS_GROUP_SIZE`` and
+    ``LWS_WORKER_INDEX``, which the kubelet expands in ``$(NAME)`` references.
+    """
+
+    parallel_flags: tuple[tuple[str, ...], ...]
+    """The parallel sizes whose product is the GPUs one replica uses, each as the canonical
+    spellings of its flag (the first one named in messages); an unset size is 1."""
+    owned_flags: frozenset[str]
+    """Flags the operator sets itself on several nodes (canonical, dashed)."""
+    leader: Callable[[EngineCommand], EngineCommand]
+    """The leader's command, from the single-node command line."""
+    worker: Callable[[EngineCommand], EngineCommand]
+    """A worker's command, from the single-node command line."""
+
+
 def _plain_served_name(workload: WorkloadSpec) -> str:
     return workload.served_name
 
@@ -87,6 +111,8 @@ class Engine:
     API's port; None: the engine has none in Prometheus form."""
     metrics_flag: str | None = None
     """The flag the engine needs to serve them (None: always served)."""
+    multinode: MultiNode | None = None
+    """How the engine serves over several nodes (``spec.nodes`` > 1); None: it does not."""
 
     def served_model_name(self, workload: WorkloadSpec) -> str:
         """The name clients must send as ``model`` (what ``/v1/models`` lists)."""

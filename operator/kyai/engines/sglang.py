@@ -20,13 +20,18 @@ Checked against:
   Prometheus metrics on ``/metrics`` (its API port; the API key middleware lets it through),
   among them ``sglang:time_to_first_token_seconds``, ``sglang:inter_token_latency_seconds``
   and ``sglang:e2e_request_latency_seconds``; without the flag there is no such route.
+- On several nodes (``spec.nodes`` > 1), kubernetes-sigs/lws ``docs/examples/sglang/lws.yaml``
+  and https://docs.sglang.ai/references/multi_node_deployment/multi_node.html: every pod runs
+  the server with ``--dist-init-addr $(LWS_LEADER_ADDRESS):20000 --nnodes $(LWS_GROUP_SIZE)
+  --node-rank $(LWS_WORKER_INDEX)``; rank 0 (the leader) serves HTTP, the other ranks join
+  it. ``--tp-size`` (× ``--pp-size``) is the whole group's GPUs.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kyai.engines._common import Engine, listen_args
+from kyai.engines._common import Engine, EngineCommand, MultiNode, listen_args
 
 if TYPE_CHECKING:
     from kyai.api.workload import WorkloadSpec
@@ -42,6 +47,35 @@ def _model_args(workload: WorkloadSpec) -> list[str]:
     ]
 
 
+#: The port of rank 0's rendezvous (``--dist-init-addr``), as in LWS's example.
+DIST_INIT_PORT = 20000
+
+
+def _group_member(single: EngineCommand) -> EngineCommand:
+    return EngineCommand(
+        command=list(single.command),
+        args=[
+            *single.args,
+            "--dist-init-addr",
+            f"$(LWS_LEADER_ADDRESS):{DIST_INIT_PORT}",
+            "--nnodes",
+            "$(LWS_GROUP_SIZE)",
+            "--node-rank",
+            "$(LWS_WORKER_INDEX)",
+        ],
+    )
+
+
+MULTI_NODE = MultiNode(
+    parallel_flags=(
+        ("tp-size", "tp", "tensor-parallel-size"),
+        ("pp-size", "pp", "pipeline-parallel-size"),
+    ),
+    owned_flags=frozenset({"nnodes", "node-rank", "dist-init-addr", "nccl-init-addr"}),
+    leader=_group_member,
+    worker=_group_member,
+)
+
 ENGINE = Engine(
     framework="sglang",
     executable=("python3", "-m", "sglang.launch_server"),
@@ -55,6 +89,7 @@ ENGINE = Engine(
     tensor_parallel_flag="--tp-size",
     metrics_path="/metrics",
     metrics_flag="--enable-metrics",
+    multinode=MULTI_NODE,
     references=(
         "https://docs.sglang.ai/backend/server_arguments.html",
         "sgl-project/sglang docs/backend/server_arguments.md",
@@ -62,5 +97,7 @@ ENGINE = Engine(
         "sgl-project/sglang docs/basic_usage/native_api.ipynb",
         "https://docs.sglang.io/docs/advanced_features/separate_reasoning",
         "https://docs.sglang.ai/references/production_metrics.html",
+        "https://docs.sglang.ai/references/multi_node_deployment/multi_node.html",
+        "kubernetes-sigs/lws docs/examples/sglang/lws.yaml",
     ),
 )

@@ -23,13 +23,21 @@ Checked against:
   and ``vllm:e2e_request_latency_seconds`` histograms a run reads around its generation.
 
 The ``vllm/vllm-openai`` image's entrypoint is replaced by the ``command`` below.
+
+On several nodes (``spec.nodes`` > 1), as kubernetes-sigs/lws ``docs/examples/vllm/GPU/
+lws.yaml`` and https://docs.vllm.ai/en/stable/serving/parallelism_scaling.html show: vLLM on
+Ray, with the image's ``examples/online_serving/multi-node-serving.sh``. The leader starts the
+Ray head and waits until ``$(LWS_GROUP_SIZE)`` nodes have joined, then runs ``vllm serve``
+(which uses the Ray cluster when tensor-parallel-size × pipeline-parallel-size exceeds the
+node's GPUs); each worker joins the head at ``$(LWS_LEADER_ADDRESS)`` and blocks.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
-from kyai.engines._common import Engine, listen_args
+from kyai.engines._common import Engine, EngineCommand, MultiNode, listen_args
 
 if TYPE_CHECKING:
     from kyai.api.workload import WorkloadSpec
@@ -38,6 +46,31 @@ if TYPE_CHECKING:
 def _model_args(workload: WorkloadSpec) -> list[str]:
     return [workload.model, *listen_args(), "--served-model-name", workload.served_name]
 
+
+#: vLLM's multi-node launcher as the vllm/vllm-openai image ships it.
+MULTI_NODE_SCRIPT = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
+
+
+def _leader(single: EngineCommand) -> EngineCommand:
+    script = (
+        f"bash {MULTI_NODE_SCRIPT} leader --ray_cluster_size=$(LWS_GROUP_SIZE); "
+        f"exec {shlex.join(single.argv)}"
+    )
+    return EngineCommand(command=["sh", "-c"], args=[script])
+
+
+def _worker(_: EngineCommand) -> EngineCommand:
+    script = f"bash {MULTI_NODE_SCRIPT} worker --ray_address=$(LWS_LEADER_ADDRESS)"
+    return EngineCommand(command=["sh", "-c"], args=[script])
+
+
+MULTI_NODE = MultiNode(
+    parallel_flags=(("tensor-parallel-size", "tp"), ("pipeline-parallel-size", "pp")),
+    # vLLM's own multi-node launch (not Ray): the operator launches on Ray.
+    owned_flags=frozenset({"nnodes", "node-rank", "master-addr", "master-port", "headless"}),
+    leader=_leader,
+    worker=_worker,
+)
 
 ENGINE = Engine(
     framework="vllm",
@@ -51,6 +84,7 @@ ENGINE = Engine(
     context_length_flag="--max-model-len",
     tensor_parallel_flag="--tensor-parallel-size",
     metrics_path="/metrics",
+    multinode=MULTI_NODE,
     references=(
         "https://docs.vllm.ai/en/latest/cli/serve.html",
         "vllm-project/vllm docs/cli/README.md",
@@ -58,5 +92,7 @@ ENGINE = Engine(
         "https://docs.vllm.ai/en/stable/features/reasoning_outputs/",
         "https://docs.vllm.ai/en/stable/configuration/env_vars/",
         "https://docs.vllm.ai/en/stable/usage/metrics.html",
+        "https://docs.vllm.ai/en/stable/serving/parallelism_scaling.html",
+        "kubernetes-sigs/lws docs/examples/vllm/GPU/lws.yaml",
     ),
 )

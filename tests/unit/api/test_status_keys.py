@@ -27,6 +27,7 @@ BUILT_IN = {
     ("kyai/builders/lmeval.py", "configMap"),  # a Pod's volume source
     ("kyai/controllers/_pods.py", "lastTransitionTime"),  # a Pod's PodScheduled condition
     ("kyai/controllers/_kueue.py", "lastTransitionTime"),  # a Kueue Workload's conditions
+    ("kyai/controllers/_multinode.py", "readyReplicas"),  # a LeaderWorkerSet's status
     ("kyai/gateway/_worker.py", "expirationSeconds"),  # a projected token volume's source
 }
 
