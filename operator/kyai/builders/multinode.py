@@ -32,9 +32,9 @@ from kyai.builders._common import (
 from kyai.builders.queue import queue_labels
 from kyai.builders.workload import (
     PORT_NAME,
-    _engine_pod_spec,
     engine_args_hash,
     engine_name,
+    engine_pod_spec,
     workload_labels,
     workload_selector,
 )
@@ -133,7 +133,7 @@ def workload_leader_worker_set(
     commands = engine_group_commands(spec, eas_spec)
     queue = queue_labels(owner or {}, settings.default_queue_name)
     labels = {**workload_labels(name, spec), **queue}
-    pod_spec = _engine_pod_spec(spec, eas_spec, settings)
+    pod_spec = engine_pod_spec(spec, eas_spec, settings)
     leader = _template(
         pod_spec, labels, "leader", eas_spec,
         commands.leader.command, commands.leader.args, probes=True,

@@ -203,7 +203,7 @@ def _check(spec: WorkloadSpec) -> None:
         )
 
 
-def _engine_pod_spec(
+def engine_pod_spec(
     spec: WorkloadSpec, eas_spec: EngineArgsSetSpec | None, settings: OperatorSettings
 ) -> dict[str, Any]:
     """The engine pod: one container, its volumes, and the Workload's scheduling fields."""
@@ -263,7 +263,7 @@ def workload_deployment(
                 "labels": labels,
                 "annotations": {ANNOTATION_ENGINE_ARGS_HASH: engine_args_hash(eas_spec)},
             },
-            "spec": _engine_pod_spec(spec, eas_spec, settings),
+            "spec": engine_pod_spec(spec, eas_spec, settings),
         },
     }
     if spec.resources.gpus:
@@ -327,6 +327,7 @@ __all__ = [
     "EngineArgsError",
     "engine_args_hash",
     "engine_name",
+    "engine_pod_spec",
     "startup_failure_threshold",
     "workload_deployment",
     "workload_endpoint",
