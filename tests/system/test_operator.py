@@ -137,8 +137,9 @@ def test_run_succeeds_with_the_cli_score_and_metrics(
     assert snap.rows == 4 and snap.sha256 is not None and len(snap.sha256) == 64
     assert status.dataset_sha256 == snap.sha256
     table = kubectl.run("get", "er", "first", "-n", namespace).stdout
-    # Phase, then the Ready reason (WaitingForQuota while Kueue holds a Job), then the score.
-    assert re.search(r"first\s+Succeeded\s+Succeeded\s+0\.5\s+[\d.]+\s+cand\s+capitals", table), (
+    # Phase, score, latency, workload, snapshot, then the Ready reason (WaitingForQuota while
+    # Kueue holds a Job).
+    assert re.search(r"first\s+Succeeded\s+0\.5\s+[\d.]+\s+cand\s+capitals\s+Succeeded", table), (
         table
     )
     metrics = operator.metrics()

@@ -85,13 +85,13 @@ def _workload() -> dict[str, Any]:
             PrinterColumn("Framework", "string", ".spec.framework", "The serving framework."),
             PrinterColumn("Model", "string", ".spec.model", "The model served."),
             _PHASE,
-            _REASON,
             PrinterColumn(
                 "MaxLen",
                 "integer",
                 ".status.maxModelLen",
                 "The context window the server reports.",
             ),
+            _REASON,
             PrinterColumn(
                 "Endpoint",
                 "string",
@@ -133,7 +133,6 @@ def _snapshot() -> dict[str, Any]:
 #: ``kubectl get er`` columns (``-o wide`` adds those of priority 1).
 _RUN_COLUMNS = [
     _PHASE,
-    _REASON,
     PrinterColumn(
         "Score",
         "number",
@@ -158,6 +157,9 @@ _RUN_COLUMNS = [
         ".status.snapshot",
         "The question set (a re-judge's: its source run's).",
     ),
+    # After what people read first (the phase, the score): the Ready condition's reason,
+    # e.g. WaitingForQuota or Preempted while Kueue holds the run's Job.
+    _REASON,
     PrinterColumn(
         "Score-Low",
         "number",

@@ -66,7 +66,7 @@ def test_names_columns_and_status() -> None:
     assert columns == ["Phase", "Cells", "Succeeded", "Failed", "Best", "Age"]
     er = by_kind["EvaluationRun"]["spec"]["versions"][0]
     visible = [c["name"] for c in er["additionalPrinterColumns"] if not c.get("priority")]
-    assert visible == ["Phase", "Reason", "Score", "Latency-ms", "Workload", "Snapshot", "Age"]
+    assert visible == ["Phase", "Score", "Latency-ms", "Workload", "Snapshot", "Reason", "Age"]
     paths = {c["name"]: c["jsonPath"] for c in er["additionalPrinterColumns"]}
     # WaitingForQuota (Kueue) shows in `kubectl get`: the Ready condition's reason.
     assert paths["Reason"] == '.status.conditions[?(@.type=="Ready")].reason'

@@ -200,6 +200,17 @@ def _builtin_types() -> list[ResourceType]:
             short_names=("netpol",),
         ),
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
+        # Stored as the API server stores them (a chart's PodDisruptionBudget); nothing evicts.
+        ResourceType(
+            "policy",
+            "v1",
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            True,
+            short_names=("pdb",),
+            subresources=status,
+            has_generation=True,
+        ),
         # Create-only reviews, answered by the API server and never stored (_reviews.py).
         ResourceType(
             "authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, verbs=("create",)
