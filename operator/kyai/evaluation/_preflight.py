@@ -137,13 +137,14 @@ def _dataset_rows(path: Path, problems: list[Problem]) -> None:
 
 def _dataset(args: argparse.Namespace, phases: tuple[str, ...], problems: list[Problem]) -> None:
     """The dataset's and prompts' problems (``kyai generate`` / ``run`` with ``--dataset``)."""
-    from kyai.graders import GraderUnavailableError, builtin_grader
-
     llm, builtin = _llm_wanted(args) if "judge" in phases else (False, False)
     _text("--generation-prompt", args.generation_prompt, problems)
     _text("--judge-prompt", getattr(args, "judge_prompt", None), problems)
     if not _is_custom(args):
         if builtin:
+            # Only then: the graders' package takes a tenth of a second to import.
+            from kyai.graders import GraderUnavailableError, builtin_grader
+
             try:
                 builtin_grader(args.dataset)
             except GraderUnavailableError as exc:
