@@ -247,12 +247,17 @@ def test_inline_rows_over_the_limit_are_refused_at_admission(
     assert total < 256 * 1024
 
 
-LARGE_ROWS = 50_000
+#: Rows of a dataset too large for a ConfigMap even compressed (each row carries 96 random
+#: bytes, about 1.2 MB of gzip for the whole): it must go to a volume. 12,000 rows keep every
+#: proof of the 50,000 this test once sent (the volume, the run, the objects' sizes, the packed
+#: per-question scores beyond 1,000) at a quarter of its 24,000 requests' time; the engine's
+#: and the statistics' throughput at 50,000 rows are benchmarks (make bench).
+LARGE_ROWS = 12_000
 
 
 @pytest.fixture
 def served_dataset(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """A 50,000-row JSONL file on a loopback HTTP server: (its URL, its sha256)."""
+    """A JSONL file of LARGE_ROWS rows on a loopback HTTP server: (its URL, its sha256)."""
     import hashlib
     import http.server
     import json
@@ -261,7 +266,7 @@ def served_dataset(tmp_path: Path) -> Iterator[tuple[str, str]]:
 
     lines = "".join(
         json.dumps(
-            {"instruction": f"Capital of France? (variant {i}, {secrets.token_hex(24)})",
+            {"instruction": f"Capital of France? (variant {i}, {secrets.token_hex(96)})",
              "ground_truth_response": "Paris", "external_row_id": f"row-{i}"}
         ) + "\n"
         for i in range(LARGE_ROWS)
@@ -299,8 +304,8 @@ def largest_objects(kubectl: Kubectl, namespace: str) -> list[tuple[int, str]]:
     return sorted(sizes, reverse=True)
 
 
-@pytest.mark.timeout(1500)  # 100,000 requests to the double on two shared cores
-def test_a_50000_row_dataset_goes_to_a_volume_and_the_run_succeeds(
+@pytest.mark.timeout(900)  # 24,000 requests to the double on two shared cores
+def test_a_dataset_too_large_for_a_config_map_goes_to_a_volume_and_the_run_succeeds(
     kubectl: Kubectl,
     operator: Operator,
     double: LLMDouble,
@@ -323,6 +328,8 @@ def test_a_50000_row_dataset_goes_to_a_volume_and_the_run_succeeds(
     status = EvaluationRunStatus.model_validate(done["status"])
     assert status.questions == LARGE_ROWS and status.avg_score == 1.0
     assert status.error_count == 0 and status.dataset_sha256 == ready["status"]["sha256"]
+    # Beyond 1,000 questions the per-question scores are packed, never listed.
+    assert status.scores is None and status.scores_packed is not None
     sizes = largest_objects(kubectl, namespace)
     print(f"largest objects: {sizes[:5]}")
     assert sizes[0][0] < 256 * 1024, sizes[:5]
