@@ -105,7 +105,7 @@ def table_row(output: str, sweep: str, workload: str) -> list[str]:
 def check_the_walk_shows_figures(output: str) -> None:
     """Non-zero scores that differ, a ranked sweep, a failed cell that says why, a comparison."""
     # The samples' run: Qwen3's stand-in is right on 1 of 3 capitals (its gate fails).
-    run = re.search(r"^evaluationrun\.kyai\.io/qwen3-8b-capitals\s+Succeeded\s+\S+\s+(\S+)",
+    run = re.search(r"^evaluationrun\.kyai\.io/qwen3-8b-capitals\s+Succeeded\s+(\S+)",
                     output, re.MULTILINE)  # fmt: skip
     assert run is not None and float(run.group(1)) == pytest.approx(1 / 3, abs=1e-3), output
     # The sweep: both cells succeeded, ranked, with different scores against the baseline.
@@ -122,9 +122,10 @@ def check_the_walk_shows_figures(output: str) -> None:
     note = " ".join(failed)
     assert "failed: InvalidSpec: judge type builtin: deterministic graders exist only" in note
     # ... and `kubectl get er` shows what the run names although it failed early.
-    listed = re.search(r"^capitals-builtin-\S+\s+Failed\s+InvalidSpec\s+(.*)$", output,
+    listed = re.search(r"^capitals-builtin-\S+\s+Failed\s+(.*)$", output,
                        re.MULTILINE)  # fmt: skip
-    assert listed is not None and {"llama-remote", "capitals"} <= set(listed.group(1).split())
+    shown = set(listed.group(1).split()) if listed is not None else set()
+    assert {"llama-remote", "capitals", "InvalidSpec"} <= shown, output[-6000:]
     # The offline walk: two candidates on a custom dataset, scored 5/6 and 2/6, compared.
     assert "avg_score=0.8333 count=6 errors=0" in output, output[-6000:]
     assert "avg_score=0.3333 count=6 errors=0" in output, output[-6000:]

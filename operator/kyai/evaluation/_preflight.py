@@ -161,6 +161,8 @@ def _dataset(args: argparse.Namespace, phases: tuple[str, ...], problems: list[P
             "system prompt, asking for {\"score\": ..., \"reasoning\": ...} (TEXT or @FILE)"
         ))  # fmt: skip
     if builtin:
+        from kyai.graders import GraderUnavailableError, builtin_grader
+
         try:
             builtin_grader(None)
         except GraderUnavailableError as exc:
