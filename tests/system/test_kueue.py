@@ -186,11 +186,19 @@ def test_queued_runs_wait_for_quota_and_their_jobs_carry_the_queue(
 
 
 def test_a_preempted_run_resumes_from_its_answers_with_the_same_scores(
-    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+    kubectl: Kubectl,
+    operator: Operator,
+    double: LLMDouble,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     queues(kubectl, namespace, cpu="100m", preemption="LowerPriority")
     double.reset()
     one_at_a_time = {"concurrency": 1}
+    # The low run's generation slow enough (16 rows, 2 s each) that Kueue preempts it mid-way
+    # however long the high run's Job takes to be made on a loaded machine; 0.5 s once it has.
+    slow = double.rules[0]
+    monkeypatch.setattr(slow, "delay_s", 2.0)  # put back after the test, whatever happens
     kubectl.apply(
         snapshot("capitals", namespace, ROWS),
         workload("cand", namespace, double),
@@ -212,6 +220,7 @@ def test_a_preempted_run_resumes_from_its_answers_with_the_same_scores(
     preempted = kubectl.wait_for(
         "evaluationrun", "low", namespace, reason_is("Preempted"), timeout=30
     )
+    slow.delay_s = 0.5
     said = ready(preempted)
     assert "Preempted to accommodate a workload" in said["message"], said
     assert "low-generate" in said["message"] and preempted["status"]["phase"] == "Generating"
