@@ -31,14 +31,13 @@ from kyai.builders._common import (
 )
 from kyai.builders.queue import queue_labels
 from kyai.builders.workload import (
-    PORT_NAME,
     engine_args_hash,
-    engine_name,
     engine_pod_spec,
     workload_labels,
     workload_selector,
+    workload_service,
 )
-from kyai.constants import ANNOTATION_ENGINE_ARGS_HASH, ANNOTATION_SPEC_HASH, ENGINE_PORT
+from kyai.constants import ANNOTATION_ENGINE_ARGS_HASH, ANNOTATION_SPEC_HASH
 from kyai.engines import engine_group_commands
 from kyai.settings import OperatorSettings
 
@@ -182,25 +181,7 @@ def workload_leader_service(
     selector adds the leader's ``worker-index`` label.
     """
     _check(spec)
-    service_spec: dict[str, Any] = {
-        "type": "ClusterIP",
-        "selector": leader_selector(name),
-        "ports": [
-            {"name": PORT_NAME, "port": ENGINE_PORT, "targetPort": PORT_NAME, "protocol": "TCP"}
-        ],
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": object_meta(
-            name=engine_name(name),
-            namespace=namespace,
-            labels=workload_labels(name, spec),
-            owner=owner,
-            annotations={ANNOTATION_SPEC_HASH: spec_hash(service_spec)},
-        ),
-        "spec": service_spec,
-    }
+    return workload_service(name, namespace, spec, owner, selector=leader_selector(name))
 
 
 __all__ = [

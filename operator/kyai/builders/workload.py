@@ -291,15 +291,20 @@ def workload_service(
     namespace: str,
     spec: WorkloadSpec,
     owner: Mapping[str, Any] | None = None,
+    *,
+    selector: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ClusterIP Service in front of Workload ``name``'s engine pods (port 8000, ``http``).
+
+    ``selector`` narrows the pods it selects (a multi-node Workload's: its groups' leaders);
+    by default every engine pod of the Workload (:func:`workload_selector`).
 
     Raises :class:`~kyai.builders.ManifestError` for a Workload with an endpoint.
     """
     _check(spec)
     service_spec: dict[str, Any] = {
         "type": "ClusterIP",
-        "selector": workload_selector(name),
+        "selector": dict(selector) if selector is not None else workload_selector(name),
         "ports": [
             {"name": PORT_NAME, "port": ENGINE_PORT, "targetPort": PORT_NAME, "protocol": "TCP"}
         ],

@@ -25,12 +25,12 @@ from kyai.builders.multinode import (
     workload_leader_service,
     workload_leader_worker_set,
 )
-from kyai.builders.workload import engine_name, workload_endpoint, workload_metrics_url
+from kyai.builders.workload import engine_name
 from kyai.controllers import _conditions as c
 from kyai.controllers._kube import KubeError
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter
-from kyai.engines import EngineArgsError, ParallelismError, engine_for, served_model_name
+from kyai.engines import EngineArgsError, ParallelismError
 
 
 class GroupHost(Protocol):
@@ -51,9 +51,7 @@ class GroupHost(Protocol):
 
     async def _why_not_available(self, spec: WorkloadSpec) -> tuple[str, str]: ...
 
-    async def _observe(
-        self, spec: WorkloadSpec, url: str, expected_name: str, key: str | None, **fields: Any
-    ) -> None: ...
+    async def _observe_engine(self, spec: WorkloadSpec, **ready: Any) -> None: ...
 
 
 def served_by_groups(host: GroupHost) -> bool:
@@ -112,19 +110,7 @@ async def deploy_groups(host: GroupHost, spec: WorkloadSpec) -> None:
             ready_groups=ready,
         )
         return
-    engine = engine_for(spec.engine)
-    metrics = None
-    if engine.metrics_path is not None and engine.serves_metrics(host.eas_spec):
-        metrics = workload_metrics_url(host.name, host.namespace, engine.metrics_path)
-    await host._observe(
-        spec,
-        workload_endpoint(host.name, host.namespace),
-        served_model_name(spec),
-        None,
-        ready_replicas=ready,
-        ready_groups=ready,
-        metrics_url=metrics,
-    )
+    await host._observe_engine(spec, ready_replicas=ready, ready_groups=ready)
 
 
 async def remove_groups(host: GroupHost) -> None:

@@ -306,6 +306,14 @@ class WorkloadReconciler:
                 ready_replicas=available,
             )
             return
+        await self._observe_engine(spec, ready_replicas=available)
+
+    async def _observe_engine(self, spec: WorkloadSpec, **ready: Any) -> None:
+        """Observe the served engine through its Service (its metrics URL when it serves them).
+
+        ``ready`` holds what the status says is ready (``ready_replicas``; ``ready_groups``
+        on several nodes).
+        """
         engine = engine_for(spec.engine)
         metrics = None
         if engine.metrics_path is not None and engine.serves_metrics(self.eas_spec):
@@ -315,8 +323,8 @@ class WorkloadReconciler:
             workload_endpoint(self.name, self.namespace),
             served_model_name(spec),
             None,
-            ready_replicas=available,
             metrics_url=metrics,
+            **ready,
         )
 
     async def _why_not_available(self, spec: WorkloadSpec) -> tuple[str, str]:
