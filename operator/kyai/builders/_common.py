@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kyai.constants import (
+    ANNOTATION_SPEC_HASH,
     LABEL_COMPONENT,
     LABEL_INSTANCE,
     LABEL_MANAGED_BY,
@@ -168,6 +169,35 @@ def object_meta(
     if owner is not None:
         meta["ownerReferences"] = [owner_reference(owner)]
     return meta
+
+
+def hashed_object(
+    api_version: str,
+    kind: str,
+    *,
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    spec: Mapping[str, Any],
+    owner: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A namespaced child whose ``kyai.io/spec-hash`` annotation hashes its ``spec``.
+
+    A reconciler compares the annotation to tell whether the object in the cluster is
+    current, without comparing fields the API server (or an admission webhook) added.
+    """
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": object_meta(
+            name=name,
+            namespace=namespace,
+            labels=labels,
+            owner=owner,
+            annotations={ANNOTATION_SPEC_HASH: spec_hash(spec)},
+        ),
+        "spec": spec,
+    }
 
 
 def _canonical(obj: Any) -> Any:

@@ -26,8 +26,7 @@ from kyai.builders._common import (
     ManifestError,
     child_name,
     dns_label,
-    object_meta,
-    spec_hash,
+    hashed_object,
 )
 from kyai.builders.queue import queue_labels
 from kyai.builders.workload import (
@@ -37,7 +36,7 @@ from kyai.builders.workload import (
     workload_selector,
     workload_service,
 )
-from kyai.constants import ANNOTATION_ENGINE_ARGS_HASH, ANNOTATION_SPEC_HASH
+from kyai.constants import ANNOTATION_ENGINE_ARGS_HASH
 from kyai.engines import engine_group_commands
 from kyai.settings import OperatorSettings
 
@@ -155,18 +154,15 @@ def workload_leader_worker_set(
             "workerTemplate": worker,
         },
     }
-    return {
-        "apiVersion": LWS_API_VERSION,
-        "kind": LWS_KIND,
-        "metadata": object_meta(
-            name=group_set_name(name),
-            namespace=namespace,
-            labels=labels,
-            owner=owner,
-            annotations={ANNOTATION_SPEC_HASH: spec_hash(lws_spec)},
-        ),
-        "spec": lws_spec,
-    }
+    return hashed_object(
+        LWS_API_VERSION,
+        LWS_KIND,
+        name=group_set_name(name),
+        namespace=namespace,
+        labels=labels,
+        spec=lws_spec,
+        owner=owner,
+    )
 
 
 def workload_leader_service(

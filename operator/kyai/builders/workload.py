@@ -20,15 +20,14 @@ from kyai.builders._common import (
     dns_label,
     engine_container_security_context,
     engine_pod_security_context,
+    hashed_object,
     label_value,
-    object_meta,
     spec_hash,
     standard_labels,
 )
 from kyai.builders.queue import queue_labels
 from kyai.constants import (
     ANNOTATION_ENGINE_ARGS_HASH,
-    ANNOTATION_SPEC_HASH,
     ENGINE_PORT,
     LABEL_COMPONENT,
     LABEL_INSTANCE,
@@ -272,18 +271,15 @@ def workload_deployment(
             "type": "RollingUpdate",
             "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
         }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": object_meta(
-            name=engine_name(name),
-            namespace=namespace,
-            labels=labels,
-            owner=owner,
-            annotations={ANNOTATION_SPEC_HASH: spec_hash(deployment_spec)},
-        ),
-        "spec": deployment_spec,
-    }
+    return hashed_object(
+        "apps/v1",
+        "Deployment",
+        name=engine_name(name),
+        namespace=namespace,
+        labels=labels,
+        spec=deployment_spec,
+        owner=owner,
+    )
 
 
 def workload_service(
@@ -309,18 +305,15 @@ def workload_service(
             {"name": PORT_NAME, "port": ENGINE_PORT, "targetPort": PORT_NAME, "protocol": "TCP"}
         ],
     }
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": object_meta(
-            name=engine_name(name),
-            namespace=namespace,
-            labels=workload_labels(name, spec),
-            owner=owner,
-            annotations={ANNOTATION_SPEC_HASH: spec_hash(service_spec)},
-        ),
-        "spec": service_spec,
-    }
+    return hashed_object(
+        "v1",
+        "Service",
+        name=engine_name(name),
+        namespace=namespace,
+        labels=workload_labels(name, spec),
+        spec=service_spec,
+        owner=owner,
+    )
 
 
 __all__ = [

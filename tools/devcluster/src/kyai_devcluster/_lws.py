@@ -187,6 +187,39 @@ def _spec_values(lws: Obj) -> tuple[int, int, str, Obj]:
     )
 
 
+def _group_pod(
+    lws: Obj,
+    template: Obj,
+    pod_name: str,
+    subdomain: str,
+    labels: Obj,
+    annotations: dict[str, str],
+    *,
+    owner: Obj,
+) -> Obj:
+    """A group's pod made from ``template``.
+
+    Its name, hostname, subdomain, labels, annotations (the set's exclusive-placement key
+    passed on) and its controller: the set for a leader, the leader for a worker.
+    """
+    exclusive = (meta(lws).get("annotations") or {}).get(EXCLUSIVE_KEY_ANNOTATION)
+    if exclusive:
+        annotations = {**annotations, EXCLUSIVE_KEY_ANNOTATION: exclusive}
+    spec = clone(template.get("spec") or {})
+    spec["hostname"] = pod_name
+    spec["subdomain"] = subdomain
+    return {
+        "metadata": {
+            "name": pod_name,
+            "namespace": meta(lws)["namespace"],
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [controller_ref(owner)],
+        },
+        "spec": spec,
+    }
+
+
 def _subdomain_policy(lws: Obj) -> str:
     network = (lws.get("spec") or {}).get("networkConfig") or {}
     return str(network.get("subdomainPolicy") or SUBDOMAIN_SHARED)
@@ -538,24 +571,9 @@ class LeaderWorkerSetController(Controller):
             STS_POD_INDEX_LABEL: str(index),
         }
         annotations = {**(template_meta.get("annotations") or {}), SIZE_ANNOTATION: str(size)}
-        lws_annotations = meta(lws).get("annotations") or {}
-        if lws_annotations.get(EXCLUSIVE_KEY_ANNOTATION):
-            annotations[EXCLUSIVE_KEY_ANNOTATION] = lws_annotations[EXCLUSIVE_KEY_ANNOTATION]
         if _subdomain_policy(lws) == SUBDOMAIN_UNIQUE_PER_REPLICA:
             annotations[SUBDOMAIN_POLICY_ANNOTATION] = SUBDOMAIN_UNIQUE_PER_REPLICA
-        spec = clone(template.get("spec") or {})
-        spec["hostname"] = pod_name
-        spec["subdomain"] = name
-        body = {
-            "metadata": {
-                "name": pod_name,
-                "namespace": namespace,
-                "labels": labels,
-                "annotations": annotations,
-                "ownerReferences": [controller_ref(lws)],
-            },
-            "spec": spec,
-        }
+        body = _group_pod(lws, template, pod_name, name, labels, annotations, owner=lws)
         created = self.store.create(self.store.type_for(*PODS), namespace, body).obj
         if _subdomain_policy(lws) == SUBDOMAIN_UNIQUE_PER_REPLICA:
             self._ensure_service(
@@ -605,22 +623,7 @@ class LeaderWorkerSetController(Controller):
                 SIZE_ANNOTATION: str(size),
                 LEADER_POD_NAME_ANNOTATION: meta(leader)["name"],
             }
-            lws_annotations = meta(lws).get("annotations") or {}
-            if lws_annotations.get(EXCLUSIVE_KEY_ANNOTATION):
-                annotations[EXCLUSIVE_KEY_ANNOTATION] = lws_annotations[EXCLUSIVE_KEY_ANNOTATION]
-            pod_spec = clone(template.get("spec") or {})
-            pod_spec["hostname"] = pod_name
-            pod_spec["subdomain"] = subdomain
-            body = {
-                "metadata": {
-                    "name": pod_name,
-                    "namespace": namespace,
-                    "labels": labels,
-                    "annotations": annotations,
-                    "ownerReferences": [controller_ref(leader)],
-                },
-                "spec": pod_spec,
-            }
+            body = _group_pod(lws, template, pod_name, subdomain, labels, annotations, owner=leader)
             with contextlib.suppress(StatusError):
                 self.store.create(pods_rt, namespace, body)
 
