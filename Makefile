@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck layers unit demo demo-cli bench bench-operator crds e2e mutation clean image standin-image base-image podman-config
+.PHONY: setup test lint typecheck layers docs unit demo demo-cli bench bench-operator crds e2e mutation clean image standin-image base-image podman-config
 
 setup: $(STAMP)
 
@@ -13,7 +13,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml tools/devcluster/pyproject.toml tools/testing/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,lm-eval]' -e tools/devcluster -e tools/testing
+	$(BIN)/pip install --quiet -e '.[dev,lm-eval,view]' -e tools/devcluster -e tools/testing
 	bash scripts/install-helm.sh $(VENV)
 	touch $(STAMP)
 
@@ -28,25 +28,31 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
+## make docs: the documentation site (mkdocs.yml, docs/) into site/, --strict: a warning, a
+## broken link or a missing anchor fails it. The reference pages of the CRDs, the CLI and the
+## metrics are generated from the code at build time (scripts/docs_reference.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
 
-## make test: lint, type-check, import layers and the whole test suite (what CI runs), on
-## PYTEST_WORKERS workers (pytest-xdist; a module's tests stay on one worker, the podman
+## make test: lint, type-check, import layers, the docs site and the whole test suite (what CI
+## runs), on PYTEST_WORKERS workers (pytest-xdist; a module's tests stay on one worker, the podman
 ## modules share one; 0: one process). The 15 slowest tests are listed at the end.
 PYTEST_WORKERS ?= 3
-test: lint typecheck layers
+test: lint typecheck layers docs
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --durations=15
 
 ## make crds: regenerate crds/ from the pydantic models in operator/kyai/api, and the chart
-## schema's engineImages from the engines registry, and README's settings table from the
-## operator's settings model.
+## schema's engineImages from the engines registry, and the settings table of
+## docs/reference/settings.md from the operator's settings model.
 crds: $(STAMP)
 	$(BIN)/python -m kyai.api crds
 	cp crds/*.yaml config/crd/bases/
 	cp crds/*.yaml charts/kyai-operator/crds/
 	$(BIN)/python -m kyai.engines charts/kyai-operator/values.schema.json
-	$(BIN)/python -m kyai.settings README.md
+	$(BIN)/python -m kyai.settings docs/reference/settings.md
 
 ## make demo: the operator in kyai devcluster serves config/samples' vLLM Workload (the
 ## engine stand-in) and evaluates it; ends with `kubectl get er`. Needs kubectl.
@@ -85,7 +91,7 @@ bench-operator: $(STAMP)
 	$(BIN)/python bench/bench_sweep_operator.py
 
 ## make e2e: the system tests against a kind cluster running the Helm chart (needs kind,
-## kubectl, docker or podman, and `make image`): see README, "Real-cluster tests".
+## kubectl, docker or podman, and `make image`): see docs/development.md, "Real-cluster tests".
 e2e: $(STAMP)
 	BIN=$(BIN) bash tests/e2e/kind.sh
 

@@ -16,8 +16,8 @@ import pytest
 
 #: Modules that run on one xdist worker together (``make test``: ``--dist loadscope``): the
 #: podman modules share the session's images and start containers on both cores each; the
-#: chart's operator (in a container on the host's network) and the README's bind the same
-#: fixed ports (8080, 8081), so the README's module goes with them.
+#: chart's operator (in a container on the host's network) and the readme-test blocks (README.md
+#: and the docs pages) bind the same fixed ports (8080, 8081), so their module goes with them.
 ONE_WORKER: dict[str, str] = {
     "tests/devcluster/test_podman.py": "fixed-ports",
     "tests/devcluster/test_podman_chart.py": "fixed-ports",
@@ -41,7 +41,7 @@ FIRST: tuple[str, ...] = (
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("e2e", "real-cluster tests (see README, make e2e)")
+    group = parser.getgroup("e2e", "real-cluster tests (see docs/development.md, make e2e)")
     group.addoption(
         "--with-e2e",
         action="store_true",

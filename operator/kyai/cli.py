@@ -61,6 +61,14 @@ COMMANDS: dict[str, Command] = {
         "kyai.compare",
         "is a candidate run really better or worse than a baseline run? (paired tests)",
     ),
+    "view": Command(
+        "kyai.view.cli",
+        "serve a local web page of runs: scores, ranks, two runs side by side, questions",
+    ),
+    "report": Command(
+        "kyai.view.cli",
+        "write the page of kyai view as one self-contained HTML file (no network)",
+    ),
     "judge-gateway": Command(
         "kyai.gateway.cli",
         "serve the default judge to EvaluationRun judge workers (the chart runs it)",

@@ -27,11 +27,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kyai._clock import parse_time
 from kyai._exitcodes import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from kyai.stats import Interval
 
 FORMATS = ("table", "json", "markdown")
+
+_T = TypeVar("_T")
 
 #: The columns of the table and markdown outputs: (header, Entry attribute or computed key).
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -173,8 +175,13 @@ def summaries(paths: Sequence[Path]) -> list[Path]:
     return found
 
 
-def cluster_entries(namespace: str | None, *, all_namespaces: bool) -> list[Entry]:
-    """The succeeded EvaluationRuns of the kubeconfig's cluster (or the pod's)."""
+def cluster_runs(
+    namespace: str | None, *, all_namespaces: bool
+) -> tuple[list[dict[str, Any]], dict[tuple[str, str], str]]:
+    """The EvaluationRuns of the kubeconfig's cluster (or the pod's), as the API returns them.
+
+    With them, the EngineArgsSet each Workload names, by (namespace, Workload).
+    """
     from kubernetes import client, config
 
     from kyai._kubeconfig import list_kube_config_contexts, load_kube_config
@@ -209,8 +216,38 @@ def cluster_entries(namespace: str | None, *, all_namespaces: bool) -> list[Entr
         )
         for w in workloads
     }
+    return list(runs), engine_args_sets
+
+
+def cluster_entries(namespace: str | None, *, all_namespaces: bool) -> list[Entry]:
+    """The succeeded EvaluationRuns of the kubeconfig's cluster (or the pod's)."""
+    runs, engine_args_sets = cluster_runs(namespace, all_namespaces=all_namespaces)
     entries = (entry_from_run(run, engine_args_sets) for run in runs)
     return [entry for entry in entries if entry is not None]
+
+
+class ClusterUnreachable(Exception):
+    """The cluster could not be asked."""
+
+
+def asking_cluster(read: Callable[[], _T]) -> _T:
+    """``read()``, its errors said as the commands say them.
+
+    No kubeconfig (and not in a pod): :class:`SummaryError` (bad input, exit 2); the API
+    server refused or cannot be reached: :class:`ClusterUnreachable` (exit 3).
+    """
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config import ConfigException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        return read()
+    except ConfigException as exc:
+        raise SummaryError(f"no kubeconfig and not in a pod: {exc}") from exc
+    except ApiException as exc:
+        raise ClusterUnreachable(f"the API server refused: HTTP {exc.status} {exc.reason}") from exc
+    except HTTPError as exc:
+        raise ClusterUnreachable(f"the API server cannot be reached: {exc}") from exc
 
 
 # -- output -------------------------------------------------------------------------------------
@@ -239,7 +276,8 @@ def _interval_cell(interval: Interval | None) -> str:
     return f"{interval.low:.4f}-{interval.high:.4f} {interval.method}"
 
 
-def _cells(board: Board, now: datetime) -> list[list[str]]:
+def board_cells(board: Board, now: datetime) -> list[list[str]]:
+    """The board's rows as the table shows them, one cell per column of :data:`COLUMNS`."""
     rows = []
     for place in board.places:
         entry = place.entry
@@ -310,7 +348,7 @@ def render_table(boards: Sequence[Board], now: datetime) -> str:
     blocks = []
     headers = [header for header, _ in COLUMNS]
     for board in boards:
-        rows = _cells(board, now)
+        rows = board_cells(board, now)
         widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
         lines = [f"COMPARISON KEY {board.comparison_key} (dataset {board.dataset or '-'})"]
         for row in [headers, *rows]:
@@ -337,7 +375,7 @@ def render_markdown(boards: Sequence[Board], now: datetime) -> str:
             + "|".join("---:" if h in ("Rank", "Score", "Latency Ms") else "---" for h in headers)
             + "|",
         ]
-        for row in _cells(board, now):
+        for row in board_cells(board, now):
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
         for line in footer(board):
             lines += ["", line]
@@ -420,7 +458,7 @@ def _handle(args: argparse.Namespace) -> int:
     except ResultsError as exc:
         print(f"kyai leaderboard: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except _Unreachable as exc:
+    except ClusterUnreachable as exc:
         print(f"kyai leaderboard: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
     now = datetime.now(UTC)
@@ -455,20 +493,7 @@ def _sweep(args: argparse.Namespace) -> int:
     return show(args.namespace, args.sweep, args.output)
 
 
-class _Unreachable(Exception):
-    """The cluster could not be asked."""
-
-
 def _from_cluster(args: argparse.Namespace) -> list[Entry]:
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.config import ConfigException
-    from urllib3.exceptions import HTTPError
-
-    try:
-        return cluster_entries(args.namespace, all_namespaces=args.all_namespaces)
-    except ConfigException as exc:
-        raise SummaryError(f"no kubeconfig and not in a pod: {exc}") from exc
-    except ApiException as exc:
-        raise _Unreachable(f"the API server refused: HTTP {exc.status} {exc.reason}") from exc
-    except HTTPError as exc:
-        raise _Unreachable(f"the API server cannot be reached: {exc}") from exc
+    return asking_cluster(
+        lambda: cluster_entries(args.namespace, all_namespaces=args.all_namespaces)
+    )

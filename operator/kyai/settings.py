@@ -249,9 +249,9 @@ class OperatorSettings(BaseModel):
         return self.engine_images[framework]
 
 
-# -- the settings table (README's "Settings of the operator") ------------------------------------
+# -- the settings table (docs/reference/settings.md) -----------------------------------------------
 
-#: The README's generated settings table sits between these two lines.
+#: The generated settings table of docs/reference/settings.md sits between these two lines.
 TABLE_BEGIN = "<!-- settings-table: generated from OperatorSettings by `make crds` -->"
 TABLE_END = "<!-- settings-table: end -->"
 
@@ -301,7 +301,8 @@ def settings_table() -> str:
 
     Generated from :class:`OperatorSettings` (its fields, defaults and docstrings) and the
     engines registry (one ``KYAI_<FRAMEWORK>_IMAGE`` per engine), so it cannot drift from
-    the model: ``python -m kyai.settings README.md`` (part of ``make crds``) rewrites it.
+    the model: ``python -m kyai.settings docs/reference/settings.md`` (part of ``make crds``)
+    rewrites it.
     """
     docs = _attribute_docs()
     lines = ["| variable | default | meaning |", "|---|---|---|"]

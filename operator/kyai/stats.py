@@ -1,8 +1,8 @@
 """Which differences between KYAI scores are real: intervals, paired comparisons, ranks.
 
 Pure functions of per-question score vectors (each score in [0, 1], errors already 0, in row
-order), defined so that every figure can be checked with scipy (README, "Is the difference
-real?"):
+order), defined so that every figure can be checked with scipy
+(docs/explanation/statistics.md, "Is the difference real?": every formula stated):
 
 - :func:`score_interval`: one run's ``avg_score`` interval — the Wilson score interval when
   every score is 0 or 1, else ``mean ± t(1-α/2, n-1)·sd/√n`` clipped to [0, 1];

@@ -92,7 +92,8 @@ def _p_value(row: SweepRow) -> str:
     return "-" if row.p_value is None else f"{row.p_value:.3g} {row.test or ''}".strip()
 
 
-def _cells(row: SweepRow) -> list[str]:
+def row_cells(row: SweepRow) -> list[str]:
+    """A row as the table shows it, one cell per column of :data:`COLUMNS`."""
     interval = row.interval
     shown = "-" if interval is None else f"{interval.low:.4f}-{interval.high:.4f}"
     if interval is not None and interval.method:
@@ -118,7 +119,7 @@ def _cells(row: SweepRow) -> list[str]:
     ]
 
 
-def _groups(rows: Sequence[SweepRow]) -> list[tuple[str, list[SweepRow]]]:
+def snapshot_groups(rows: Sequence[SweepRow]) -> list[tuple[str, list[SweepRow]]]:
     """The rows by Snapshot, in table order."""
     groups: dict[str, list[SweepRow]] = {}
     for row in rows:
@@ -126,7 +127,8 @@ def _groups(rows: Sequence[SweepRow]) -> list[tuple[str, list[SweepRow]]]:
     return list(groups.items())
 
 
-def _heading(board: SweepBoard) -> str:
+def heading(board: SweepBoard) -> str:
+    """The sweep's line above its tables: phase, cells succeeded, the best."""
     status = board.status
     cells = status.cells
     counted = "" if cells is None else f", {cells.succeeded}/{cells.total} cells succeeded"
@@ -149,9 +151,9 @@ def footer() -> list[str]:
 
 def render_table(board: SweepBoard) -> str:
     """kubectl-like columns, one block per Snapshot."""
-    blocks = [_heading(board)]
-    for snapshot, rows in _groups(board.rows):
-        cells = [list(COLUMNS), *(_cells(row) for row in rows)]
+    blocks = [heading(board)]
+    for snapshot, rows in snapshot_groups(board.rows):
+        cells = [list(COLUMNS), *(row_cells(row) for row in rows)]
         widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
         lines = [f"SNAPSHOT {snapshot}"]
         lines += [
@@ -166,12 +168,12 @@ def render_table(board: SweepBoard) -> str:
 def render_markdown(board: SweepBoard) -> str:
     """One GitHub-flavoured table per Snapshot."""
     headers = [header.replace("-", " ").title() for header in COLUMNS]
-    blocks = [f"## {_heading(board)}"]
-    for snapshot, rows in _groups(board.rows):
+    blocks = [f"## {heading(board)}"]
+    for snapshot, rows in snapshot_groups(board.rows):
         lines = [f"### Snapshot `{snapshot}`", "", "| " + " | ".join(headers) + " |"]
         lines.append("|" + "|".join("---" for _ in headers) + "|")
         lines += [
-            "| " + " | ".join(cell.replace("|", "\\|") for cell in _cells(row)) + " |"
+            "| " + " | ".join(cell.replace("|", "\\|") for cell in row_cells(row)) + " |"
             for row in rows
         ]
         blocks.append("\n".join(lines))

@@ -741,7 +741,8 @@ def test_demo_runs_kyai_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_a_model_named_as_candidate_and_judge_is_served_once_as_the_judge() -> None:
-    # README's command line: `--model judge --judge-model judge` (it exited 2: names repeated).
+    # A command line the README once gave: `--model judge --judge-model judge` (it exited 2:
+    # names repeated).
     from kyai_testing.llm_double import _parser, build_double
 
     double = build_double(_parser().parse_args(["--model", "judge", "--judge-model", "judge"]))

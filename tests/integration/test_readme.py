@@ -1,9 +1,12 @@
-"""README.md's runnable blocks run as written: against the devcluster and the stand-ins.
+"""The runnable blocks of README.md and the docs site run as written: against the devcluster
+and the stand-ins.
 
-A shell block preceded by the line ``<!-- readme-test -->`` is runnable: all of them, in
-order, make one bash script (``set -euo pipefail``) run from the repository's root, the way a
-newcomer would paste them. Background processes they start (the devcluster, the operator,
-the stand-ins) are stopped afterwards with their process group.
+A shell block preceded by the line ``<!-- readme-test -->`` is runnable: all of them, file by
+file in the order of :data:`RUNNABLE` (then in each file's order), make one bash script
+(``set -euo pipefail``) run from the repository's root, the way a newcomer would paste them.
+Background processes they start (the devcluster, the operator, the stand-ins) are stopped
+afterwards with their process group. The order is documented in docs/development.md ("The
+documentation site"); a file with a marked block that is not listed fails a test.
 """
 
 from __future__ import annotations
@@ -22,6 +25,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "<!-- readme-test -->"
+#: The files whose marked blocks run, in the order they run: the devcluster walk (the cluster,
+#: the operator, the samples, the sweeps, an engine stand-in), then the offline walk.
+RUNNABLE = (
+    "README.md",
+    "docs/getting-started/without-a-cluster.md",
+    "docs/how-to/evaluate-a-served-model.md",
+)
 #: The fixed addresses and paths the README's blocks use (the operator's metrics and health
 #: ports are its defaults, 8080 and 8081; 8002: the offline walk's LLM double).
 PORTS = (6443, 8000, 8001, 8002, 8080, 8081)
@@ -34,12 +44,38 @@ def runnable_blocks(text: str) -> list[str]:
     return [match.group(1) for match in pattern.finditer(text)]
 
 
+def all_runnable_blocks() -> list[str]:
+    """Every marked block of the files of :data:`RUNNABLE`, in that order."""
+    return [
+        block
+        for name in RUNNABLE
+        for block in runnable_blocks((ROOT / name).read_text(encoding="utf-8"))
+    ]
+
+
 def test_the_marked_blocks_are_found() -> None:
-    blocks = runnable_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+    blocks = all_runnable_blocks()
     assert len(blocks) >= 3
     assert any("kyai devcluster" in block for block in blocks)
     assert any("config/samples-devcluster" in block for block in blocks)
     assert runnable_blocks(f"{MARKER}\n```sh\necho hi\n```\n```sh\nnot marked\n```") == ["echo hi"]
+    # The devcluster is started before anything uses it, the offline walk comes last.
+    starts = next(i for i, block in enumerate(blocks) if "kyai devcluster --port" in block)
+    assert starts == 0, blocks[0]
+    assert "kyai compare" in blocks[-1], blocks[-1]
+
+
+def test_every_file_with_a_marked_block_is_run() -> None:
+    """A marked block in a file missing from RUNNABLE would silently never run."""
+    candidates = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    marked = {
+        path.relative_to(ROOT).as_posix()
+        for path in candidates
+        if runnable_blocks(path.read_text(encoding="utf-8"))
+    }
+    unlisted = sorted(marked - set(RUNNABLE))
+    assert not unlisted, f"marked blocks in {unlisted}: add the files to RUNNABLE"
+    assert all((ROOT / name).is_file() for name in RUNNABLE), RUNNABLE
 
 
 def port_in_use(port: int) -> bool:
@@ -58,7 +94,7 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
-    blocks = runnable_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+    blocks = all_runnable_blocks()
     script = "set -euo pipefail\n" + "\n".join(blocks) + "\n"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"

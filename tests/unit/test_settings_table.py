@@ -1,4 +1,7 @@
-"""README's table of the operator's settings is generated from the model and kept current."""
+"""The docs site's table of the operator's settings is generated from the model and kept current.
+
+The table sits in docs/reference/settings.md (it was README.md's until the docs site).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from kyai.settings import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The page that holds the table, between the markers (``make crds`` rewrites it).
+PAGE = ROOT / "docs" / "reference" / "settings.md"
 
 
 def rows() -> dict[str, tuple[str, str]]:
@@ -26,9 +31,15 @@ def rows() -> dict[str, tuple[str, str]]:
     return {variable: (default, meaning) for variable, default, meaning in found}
 
 
-def test_the_readme_table_is_current() -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert with_settings_table(text) == text, "README's settings table is stale: run `make crds`"
+def test_the_settings_page_table_is_current() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    assert with_settings_table(text) == text, f"{PAGE}'s settings table is stale: run `make crds`"
+
+
+def test_make_crds_rewrites_the_page_that_holds_the_table() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "-m kyai.settings docs/reference/settings.md" in makefile
+    assert TABLE_BEGIN not in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_every_setting_has_a_row_with_its_default_and_meaning() -> None:

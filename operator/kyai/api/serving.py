@@ -1,7 +1,7 @@
 """``status.serving``: how fast the candidate answered while the run measured how well.
 
 The generation phase's figures as ``summary.json``'s ``serving`` block holds them, defined as
-``vllm bench serve`` defines them (README, "Serving figures"), flattened into the status:
+``vllm bench serve`` defines them (docs/explanation/serving-figures.md), flattened into the status:
 each distribution (TTFT, TPOT, ITL, E2E; over the answers, failed requests left out) as
 ``<figure><Statistic>Ms`` (``ttftP50Ms``, ``e2eP99Ms`` …), the phase's throughput, its GPU
 count and GPU-seconds, and, when the operator serves the model and its engine exports

@@ -5,7 +5,7 @@ workers authenticate with their pod's projected ServiceAccount token; the gatewa
 with a TokenReview, checks that the pod is an EvaluationRun's judge worker, applies the
 namespace's limits, puts the judge's key on the request and forwards only
 ``/v1/chat/completions`` and ``/v1/models`` for the default judge's model, counting requests
-and tokens per namespace. See :mod:`kyai.gateway._proxy` and the README's "Multi-tenancy".
+and tokens per namespace. See :mod:`kyai.gateway._proxy` and docs/how-to/share-the-judge.md.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "TokenReview); the gateway adds the judge's API key, applies per-namespace limits "
             "and counts requests and tokens per namespace on /metrics. Every flag also reads "
             "from KYAI_GATEWAY_<NAME> (e.g. KYAI_GATEWAY_UPSTREAM_URL); the limits, caches and "
-            "labels only from there (see the README's Multi-tenancy section)."
+            "labels only from there (see docs/how-to/share-the-judge.md)."
         ),
     )
     add = parser.add_argument

@@ -1,7 +1,8 @@
 """A built-in Snapshot says what it does while Resolving, and why it waits within a bound.
 
-README (issue 35): ``humaneval-v1`` without network used to sit in ``Resolving`` ("resolving
-the rows") for as long as the Hub client tried. Now its message says it downloads from
+The devcluster walk (docs/getting-started/without-a-cluster.md; issue 35): ``humaneval-v1``
+without network used to sit in ``Resolving`` ("resolving the rows") for as long as the Hub
+client tried. Now its message says it downloads from
 HuggingFace and for how long at most; past that bound, ``resolve`` gives up with the reason
 (the reconciler then writes Pending/SourceUnavailable and tries again on its schedule).
 """

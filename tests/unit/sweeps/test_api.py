@@ -287,9 +287,9 @@ def test_status_reads_what_it_writes_and_ignores_unknown_fields() -> None:
     assert EvaluationSweepStatus.model_validate(status.to_k8s()) == status
 
 
-def test_the_readme_example_is_a_valid_sweep() -> None:
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## EvaluationSweep: a matrix of runs, one ranked table", 1)[1]
+def test_the_docs_example_is_a_valid_sweep() -> None:
+    page = Path(__file__).resolve().parents[3] / "docs" / "how-to" / "sweep-engine-flags.md"
+    section = page.read_text(encoding="utf-8").split("# Sweep engine flags: EvaluationSweep", 1)[1]
     block = re.search(r"```yaml\n(.*?)```", section, re.S)
     assert block is not None
     sweep = yaml.safe_load(block.group(1))
