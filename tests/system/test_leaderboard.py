@@ -138,3 +138,66 @@ def test_cluster_ranks_are_the_tie_aware_ranks_of_status_scores(
     assert [(e["run"], e["rank"], e["avg_score_interval"]) for e in from_files["entries"]] == [
         (e["run"], e["rank"], e["avg_score_interval"]) for e in board["entries"][:3]
     ]
+
+
+def report_data(kubectl: Kubectl, page: Path, *args: str) -> dict[str, Any]:
+    """``kyai report ARGS -o PAGE`` against the cluster, and the data block the page shows."""
+    done = subprocess.run(
+        [sys.executable, "-m", "kyai.cli", "report", *args, "-o", str(page)],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "KUBECONFIG": str(kubectl.kubeconfig)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    html = page.read_text(encoding="utf-8")
+    block = html.split('<script type="application/json" id="kyai-data">', 1)[1]
+    data: dict[str, Any] = json.loads(block.split("</script>", 1)[0])
+    return data
+
+
+def test_kyai_report_of_a_namespace_shows_the_cluster_runs_and_says_what_it_cannot_reach(
+    kubectl: Kubectl, namespace: str, tmp_path: Path
+) -> None:
+    # Two runs of one key with per-question scores in their status; one run's results are
+    # copied where --results-root finds them (DIR/RUN), the other's are not; a run still
+    # judging has no score.
+    first = right_on(set(range(80)))
+    second = right_on(set(range(70)) | {85, 86})
+    put_run(kubectl, namespace, "bf16", "key-v", sum(first) / 100, 10.0, scores=first)
+    put_run(kubectl, namespace, "fp8", "key-v", sum(second) / 100, 10.0, scores=second)
+    put_run(kubectl, namespace, "busy", "key-v", 0.5, 1.0, phase="Judging")
+    for name in ("bf16", "fp8"):  # where the operator says their files are
+        where = {"resultsClaim": "evals", "resultsPath": f"/results/{name}"}
+        kubectl.run(
+            "patch", "evaluationrun", name, "-n", namespace, "--subresource=status",
+            "--type=merge", "-p", json.dumps({"status": where}),
+        )  # fmt: skip
+    root = tmp_path / "volumes"  # laid out as a devcluster's: NAMESPACE/CLAIM/RUN
+    (root / namespace / "evals" / "bf16").mkdir(parents=True)
+    (root / namespace / "evals" / "bf16" / "summary.json").write_text(
+        json.dumps({"comparison_key": "key-v", "avg_score": 0.8, "avg_latency_ms": 10.0,
+                    "count": 100, "scores": first})
+    )  # fmt: skip
+
+    data = report_data(
+        kubectl, tmp_path / "page.html", "-n", namespace, "--results-root", str(root)
+    )
+    runs = {run["label"]: run for run in data["runs"]}
+    assert set(runs) == {"bf16", "fp8"}
+    assert (runs["bf16"]["avg_score"], runs["fp8"]["avg_score"]) == (0.8, 0.72)
+    assert {run["namespace"] for run in runs.values()} == {namespace}
+    # The pair's figures are kyai.stats.compare's on the status scores: 12 questions differ.
+    (pair, _) = data["pairs"]
+    assert len(pair["discordant"]) == 12, pair
+    said = [(notice["run"], notice["message"]) for notice in data["notices"]]
+    assert any(run and "busy" in run and "Judging" in message for run, message in said), said
+    assert any(run and "fp8" in run for run, _ in said), said  # its files: not under the root
+    assert not any(run == "bf16" and "results-root" in message for run, message in said), said
+    (bf16,) = [run for run in data["runs"] if run["label"] == "bf16"]
+    assert bf16["directory"] == str(root / namespace / "evals" / "bf16")
+
+    # Without --results-root, every run is shown from its status, and the page says so.
+    bare = report_data(kubectl, tmp_path / "bare.html", "-n", namespace)
+    assert {run["label"] for run in bare["runs"]} == {"bf16", "fp8"}
+    assert not any(run["has_files"] for run in bare["runs"])
+    bare_said = [notice["run"] or "" for notice in bare["notices"]]
+    assert any("bf16" in run for run in bare_said) and any("fp8" in run for run in bare_said)
