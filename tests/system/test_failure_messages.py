@@ -96,7 +96,8 @@ def test_an_unreachable_judge_fails_the_run_saying_so(
     judge = {"type": "llm", "llm": {"endpoint": closed, "model": "judge"}}
     kubectl.apply(
         snapshot("capitals", namespace), workload("cand", namespace, double),
-        run("unreachable", namespace, double, judge=judge, jobs={"backoffLimit": 0}),
+        run("unreachable", namespace, double, judge=judge, jobs={"backoffLimit": 0},
+            generation={"maxRetries": 0}),
     )  # fmt: skip
     done, message, events = failed_run(kubectl, operator, "unreachable", namespace)
     from_the_worker(done, message)
