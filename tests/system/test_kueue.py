@@ -7,11 +7,19 @@ labelled for ``team`` get Jobs that carry the queue's labels and start suspended
 Job waits says ``WaitingForQuota`` with Kueue's message; a low-priority run whose generation
 Job is preempted says ``Preempted``, then resumes from the answers it stored and ends with
 the per-question scores of an undisturbed run. Not for ``--with-e2e`` (the emulation only).
+
+Served Workloads (engine stand-ins; the operator resolves Service names as a pod does) in a
+ClusterQueue of 2 (or 1) GPUs: a sweep of one × 4 EngineArgsSets with parallelism 4 never
+has more than 2 engine pods admitted at once (every pod event watched), its waiting derived
+Workloads, runs and table cells say ``WaitingForQuota``, and all 4 cells Succeed; a run
+generating against a served Workload whose engine a higher-priority one preempts waits (its
+generation Job stopped), then goes on and Succeeds with no error row.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -20,8 +28,9 @@ import pytest
 
 from kyai_devcluster import DevClusterThread
 from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
-from system.helpers import WORKER_IMAGE, Kubectl, Operator
+from system.helpers import WORKER_IMAGE, Kubectl, Operator, pod_network_operator
 from system.test_operator import phase_is, run, snapshot, workload
+from system.test_sweeps import Watch
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -68,27 +77,29 @@ def double() -> Iterator[LLMDouble]:
 
 @pytest.fixture(scope="module")
 def operator(
-    kubectl: Kubectl, double: LLMDouble, tmp_path_factory: pytest.TempPathFactory
+    cluster: DevClusterThread,
+    kubectl: Kubectl,
+    double: LLMDouble,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Operator]:
-    """The operator, with a quick resync (Kueue's (un)suspends are read by the resync)."""
-    running = Operator(
-        kubectl.kubeconfig,
-        tmp_path_factory.mktemp("operator"),
-        env={
-            "KYAI_DEFAULT_JUDGE_ENDPOINT": double.base_url,
-            "KYAI_DEFAULT_JUDGE_MODEL": "judge",
-            "HF_HUB_OFFLINE": "1",
-            "KYAI_RUN_RESYNC_SECONDS": "1",
-        },
-    )
+    """The operator, with a quick resync (Kueue's (un)suspends are read by the resync).
+
+    It resolves Service names as a pod does, so served Workloads' engine stand-ins answer it.
+    """
+    running = pod_network_operator(
+        cluster, kubectl.kubeconfig, tmp_path_factory.mktemp("operator"), double.base_url,
+        KYAI_RUN_RESYNC_SECONDS="1", KYAI_JOB_START_GRACE_SECONDS="2",
+    )  # fmt: skip
     running.start()
     yield running
     running.stop()
 
 
-def queues(kubectl: Kubectl, namespace: str, *, cpu: str, preemption: str = "Never") -> None:
+def queues(
+    kubectl: Kubectl, namespace: str, *, cpu: str, preemption: str = "Never", gpus: int = 2
+) -> None:
     """A ClusterQueue named after the namespace (cpu, memory and GPU quota), its LocalQueue."""
-    resources = {"cpu": cpu, "memory": "4Gi", "nvidia.com/gpu": 2}
+    resources = {"cpu": cpu, "memory": "4Gi", "nvidia.com/gpu": gpus}
     kubectl.apply(
         {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}},
         *(
@@ -139,8 +150,8 @@ def ready(obj: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def reason_is(reason: str) -> Any:
-    return lambda obj: ready(obj).get("reason") == reason
+def reason_is(*reasons: str) -> Any:
+    return lambda obj: ready(obj).get("reason") in reasons
 
 
 def test_queued_runs_wait_for_quota_and_their_jobs_carry_the_queue(
@@ -242,3 +253,230 @@ def test_a_preempted_run_resumes_from_its_answers_with_the_same_scores(
     }
     assert all(count >= 2 for count in counts.values()), counts
     assert sum(count - 2 for count in counts.values()) <= 1, counts
+
+
+# -- a sweep of a served Workload in a queue of 2 GPUs ------------------------------------------
+
+#: Two rows for the served stand-ins, whose answer is "Paris": one right, one wrong.
+CAPITALS = [
+    {"instruction": "Capital of France?", "groundTruthResponse": "Paris", "externalRowId": "fr"},
+    {"instruction": "Capital of Peru?", "groundTruthResponse": "Lima", "externalRowId": "pe"},
+]
+SETS = [f"set-{i}" for i in range(4)]
+ENGINE = "app.kubernetes.io/component=engine"
+
+
+def served_for_team(namespace: str) -> list[dict[str, Any]]:
+    """Four vLLM EngineArgsSets and a served vLLM Workload (1 GPU) in the queue ``team``."""
+    group = "kyai.io/v1alpha1"
+    env = [{"name": "KYAI_STANDIN_ANSWER", "value": "Paris"},
+           {"name": "KYAI_STANDIN_LOAD_SECONDS", "value": "0"}]  # fmt: skip
+    return [
+        *(
+            {
+                "apiVersion": group,
+                "kind": "EngineArgsSet",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {
+                    "framework": "vllm",
+                    "args": {"max-model-len": 4096, "max-num-seqs": 8 * (index + 1)},
+                    "env": env,
+                },
+            }
+            for index, name in enumerate(SETS)
+        ),
+        labelled(
+            {
+                "apiVersion": group,
+                "kind": "Workload",
+                "metadata": {"name": "served", "namespace": namespace},
+                "spec": {
+                    "framework": "vllm",
+                    "model": "Qwen/Qwen3-8B",
+                    "resources": {"gpus": 1},
+                    "engineArgsSetRef": {"name": SETS[0]},
+                },
+            },
+            **{QUEUE: "team"},
+        ),
+    ]
+
+
+def gated(pod: dict[str, Any]) -> bool:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    return any(gate.get("name") == "kueue.x-k8s.io/admission" for gate in gates)
+
+
+def holding_gpus(pods: dict[str, dict[str, Any]]) -> int:
+    """Engine pods admitted by Kueue and not ended (starting, running or terminating)."""
+    return sum(
+        not gated(pod) and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        for pod in pods.values()
+    )
+
+
+def said_waiting(events: list[tuple[str, dict[str, Any]]]) -> set[str]:
+    """The objects whose Ready condition said ``WaitingForQuota`` in some event."""
+    return {str(obj["metadata"]["name"]) for _, obj in events if reason_is("WaitingForQuota")(obj)}
+
+
+def test_a_sweep_of_a_served_workload_keeps_to_the_gpu_quota(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    queues(kubectl, namespace, cpu="10", gpus=2)
+    watches = [
+        Watch(kubectl, kind, namespace, *selector)
+        for kind, selector in (
+            ("pods", ("-l", ENGINE)),
+            ("workloads.kyai.io", ()),
+            ("evaluationruns", ()),
+            ("evaluationsweeps", ()),
+        )
+    ]
+    pods, workloads, runs, sweeps = watches
+    try:
+        time.sleep(1.0)  # the watches are established before anything is made
+        kubectl.apply(
+            labelled(snapshot("capitals", namespace, CAPITALS), **{QUEUE: "team"}),
+            *served_for_team(namespace),
+        )
+        kubectl.wait_for("workloads.kyai.io", "served", namespace, phase_is("Ready"), timeout=60)
+        kubectl.apply(
+            labelled(
+                {
+                    "apiVersion": "kyai.io/v1alpha1",
+                    "kind": "EvaluationSweep",
+                    "metadata": {"name": "flags", "namespace": namespace},
+                    "spec": {
+                        "workloads": [{"name": "served"}],
+                        "engineArgsSets": [{"name": name} for name in SETS],
+                        "snapshots": [{"name": "capitals"}],
+                        "parallelism": 4,
+                        "run": {
+                            "judge": {
+                                "type": "llm",
+                                "llm": {"endpoint": double.base_url, "model": "judge"},
+                            },
+                            "generation": {"concurrency": 2},
+                        },
+                    },
+                },
+                **{QUEUE: "team"},
+            )
+        )
+        done = kubectl.wait_for(
+            "esw", "flags", namespace, phase_is("Succeeded", "Failed"), timeout=180
+        )
+        assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs()[-3000:])
+        assert (done["status"]["cells"]["total"], done["status"]["cells"]["succeeded"]) == (4, 4)
+        assert all(row["avgScore"] == 0.5 for row in done["status"]["table"]), done["status"]
+        # Never more than the quota's 2 GPUs held by engine pods; both used at some point.
+        assert max(holding_gpus(state) for state in pods.states()) == 2
+        engine_pods = {str(obj["metadata"]["name"]): obj for _, obj in pods.snapshot()}
+        assert len(engine_pods) >= 5  # the base's and one per derived Workload
+        for pod in engine_pods.values():
+            assert pod["metadata"]["labels"][QUEUE] == "team", pod["metadata"]
+        # Derived Workloads beyond the free GPU waited, and said so; so did their cells.
+        waiting = said_waiting(workloads.snapshot())
+        assert any(name.startswith("served-") for name in waiting), waiting
+        assert said_waiting(runs.snapshot()), [obj.get("status") for _, obj in runs.snapshot()]
+        notes = {
+            str(row.get("note"))
+            for _, obj in sweeps.snapshot()
+            for row in (obj.get("status") or {}).get("table") or []
+        }
+        assert any(note.startswith("WaitingForQuota: ") for note in notes), notes
+    finally:
+        for found in watches:
+            found.close()
+    # Every Job in the queue (Kueue reads a Job's own labels), and every engine pod template.
+    jobs = kubectl.items("jobs", namespace)
+    assert len(jobs) >= 8, [job["metadata"]["name"] for job in jobs]  # 4 × generate + judge
+    for job in jobs:
+        assert job["metadata"]["labels"][QUEUE] == "team", job["metadata"]
+    for deployment in kubectl.items("deployments", namespace):
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert labels[QUEUE] == "team", deployment["metadata"]
+
+
+# -- a served Workload whose engine Kueue preempts ----------------------------------------------
+
+
+def served_engine(name: str, namespace: str, priority: str, ttft_ms: int) -> list[dict[str, Any]]:
+    """A served vLLM Workload (1 GPU) in ``team`` at ``priority``, answering "Paris" slowly."""
+    group = "kyai.io/v1alpha1"
+    env = {"KYAI_STANDIN_ANSWER": "Paris", "KYAI_STANDIN_LOAD_SECONDS": "0",
+           "KYAI_STANDIN_TTFT_MS": str(ttft_ms)}  # fmt: skip
+    return [
+        {
+            "apiVersion": group,
+            "kind": "EngineArgsSet",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "framework": "vllm",
+                "args": {"max-model-len": 4096},
+                "env": [{"name": key, "value": value} for key, value in env.items()],
+            },
+        },
+        labelled(
+            {
+                "apiVersion": group,
+                "kind": "Workload",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {
+                    "framework": "vllm",
+                    "model": "Qwen/Qwen3-8B",
+                    "resources": {"gpus": 1},
+                    "engineArgsSetRef": {"name": name},
+                },
+            },
+            **{QUEUE: "team", PRIORITY: priority},
+        ),
+    ]
+
+
+def test_a_run_waits_while_kueue_preempts_its_served_engine_then_succeeds(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    queues(kubectl, namespace, cpu="10", gpus=1, preemption="LowerPriority")
+    rows = [CAPITALS[i % 2] | {"externalRowId": f"r{i}"} for i in range(8)]
+    kubectl.apply(
+        snapshot("capitals", namespace, rows),
+        *served_engine("low", namespace, "low", ttft_ms=1000),
+    )
+    kubectl.wait_for("workloads.kyai.io", "low", namespace, phase_is("Ready"), timeout=60)
+    body = run("r", namespace, double, generation={"concurrency": 1})
+    body["spec"]["workloadRef"] = {"name": "low"}
+    kubectl.apply(labelled(body, **{QUEUE: "team"}))
+    progress = lambda obj: ((obj.get("status") or {}).get("progress") or {}).get("done", 0)  # noqa: E731
+    kubectl.wait_for("evaluationrun", "r", namespace, lambda obj: progress(obj) >= 2, timeout=60)
+    # A high-priority served Workload takes the only GPU: Kueue evicts low's engine pod.
+    kubectl.apply(*served_engine("high", namespace, "high", ttft_ms=0))
+    held = kubectl.wait_for(
+        "workloads.kyai.io", "low", namespace, reason_is("Preempted", "WaitingForQuota")
+    )
+    assert held["status"]["phase"] == "Deploying", held["status"]
+    waiting = kubectl.wait_for(
+        "evaluationrun", "r", namespace, reason_is("Preempted", "WaitingForQuota")
+    )
+    said = ready(waiting)
+    assert waiting["status"]["phase"] == "Generating" and said["status"] == "False", said
+    assert "the Workload low is not Ready" in said["message"], said
+    kinds = {c["type"]: c["status"] for c in waiting["status"]["conditions"]}
+    assert kinds.get("Stalled") == "False", kinds
+    # Its generation Job is stopped while the engine is gone (made again after).
+    deadline = time.monotonic() + 30
+    while any(job["metadata"]["name"] == "r-generate" for job in kubectl.items("jobs", namespace)):
+        assert time.monotonic() < deadline, "the generation Job was not stopped"
+        time.sleep(0.3)
+    stopped_at = progress(kubectl.get("evaluationrun", "r", namespace))
+    assert stopped_at < len(rows)
+    # The GPU comes back: low's engine is admitted again, and the run goes on and Succeeds.
+    kubectl.run("delete", "workloads.kyai.io", "high", "-n", namespace)
+    done = kubectl.wait_for(
+        "evaluationrun", "r", namespace, phase_is("Succeeded", "Failed"), timeout=120
+    )
+    assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs()[-3000:])
+    assert done["status"]["errorCount"] == 0, done["status"]
+    assert done["status"]["scores"] == [1.0 if i % 2 == 0 else 0.0 for i in range(8)]
+    assert kubectl.get("workloads.kyai.io", "low", namespace)["status"]["phase"] == "Ready"

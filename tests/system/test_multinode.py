@@ -5,8 +5,10 @@ LeaderWorkerSet (a leader and a worker per group) and the Service in front of th
 pods of the engine's image, which the kubelet runs as the engine stand-ins' multi-node
 launches (vLLM's ``multi-node-serving.sh`` with Ray, SGLang's ``--nnodes``) → the group Ready
 → Workload Ready → a run against it Succeeds. A worker pod deleted recreates its group; the
-Workload goes Deploying, then Ready. Parallel sizes that do not fit the group are Stalled
-before anything starts. Not for ``--with-e2e``.
+Workload goes Deploying, then Ready, and a run generating against it waits in between (its
+generation Job made again, no error rows). A change of the flags or of ``nodes`` (3, back to
+1, 2 again) rolls the groups. Parallel sizes that do not fit the group are Stalled before
+anything starts. Not for ``--with-e2e``.
 """
 
 from __future__ import annotations
@@ -67,7 +69,10 @@ def lws_operator(
     running.stop()
 
 
-def objects(name: str, namespace: str, framework: str, args: dict[str, Any]) -> list[Any]:
+def objects(
+    name: str, namespace: str, framework: str, args: dict[str, Any], **env: str
+) -> list[Any]:
+    env = {"KYAI_STANDIN_ANSWER": "Paris", **env}
     return [
         {
             "apiVersion": GROUP,
@@ -76,7 +81,7 @@ def objects(name: str, namespace: str, framework: str, args: dict[str, Any]) -> 
             "spec": {
                 "framework": framework,
                 "args": args,
-                "env": [{"name": "KYAI_STANDIN_ANSWER", "value": "Paris"}],
+                "env": [{"name": key, "value": value} for key, value in env.items()],
             },
         },
         {
@@ -105,6 +110,11 @@ def run(name: str, namespace: str, workload: str) -> dict[str, Any]:
 
 def phase(obj: dict[str, Any]) -> str | None:
     return (obj.get("status") or {}).get("phase")
+
+
+def ready(obj: dict[str, Any]) -> dict[str, Any]:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "Ready"), {})
 
 
 def engine_pods(kubectl: Kubectl, name: str, namespace: str) -> list[dict[str, Any]]:
@@ -172,3 +182,113 @@ def test_parallel_sizes_that_do_not_fit_the_group_are_stalled_before_anything_st
     assert "spec.nodes 2 × spec.resources.gpus 1 = 2" in status["message"], status
     assert kubectl.items("leaderworkersets", namespace) == []
     assert kubectl.items("pods", namespace) == []
+
+
+def test_a_run_waits_while_a_failed_worker_recreates_its_group_then_succeeds(
+    kubectl: Kubectl, lws_operator: Operator, namespace: str
+) -> None:
+    started = time.monotonic()
+    rows = [ROWS[i % 2] | {"externalRowId": f"r{i}"} for i in range(8)]
+    body = run("kill-run", namespace, "kill")
+    body["spec"]["generation"] = {"concurrency": 1}
+    kubectl.apply(
+        snapshot("capitals", namespace, rows),
+        *objects("kill", namespace, "vllm", {"pipeline-parallel-size": 2},
+                 KYAI_STANDIN_LOAD_SECONDS="0", KYAI_STANDIN_TTFT_MS="1000"),
+        body,
+    )  # fmt: skip
+    progress = lambda o: ((o.get("status") or {}).get("progress") or {}).get("done", 0)  # noqa: E731
+    kubectl.wait_for("evaluationrun", "kill-run", namespace, lambda o: progress(o) >= 1,
+                     timeout=90)  # fmt: skip
+    job = kubectl.get("job", "kill-run-generate", namespace)["metadata"]["uid"]
+    # A worker of the group fails: LWS recreates the group, the engine is away a while.
+    kubectl.run("delete", "pod", "-n", namespace, "kill-lws-0-1", "--wait=false")
+    kubectl.wait_for("workload", "kill", namespace, lambda o: phase(o) == "Deploying", timeout=30)
+    waiting = kubectl.wait_for(
+        "evaluationrun", "kill-run", namespace,
+        lambda o: ready(o).get("reason") == "WorkloadNotReady", timeout=30,
+    )  # fmt: skip
+    said = ready(waiting)
+    assert waiting["status"]["phase"] == "Generating" and said["status"] == "False", said
+    assert said["message"].startswith("the Workload kill is not Ready ("), said
+    assert "the generation Job kill-run-generate is stopped" in said["message"], said
+    assert progress(waiting) < len(rows), waiting["status"]
+    done = kubectl.wait_for(
+        "evaluationrun", "kill-run", namespace,
+        lambda o: phase(o) in ("Succeeded", "Failed"), timeout=120,
+    )["status"]  # fmt: skip
+    assert done["phase"] == "Succeeded", (done, lws_operator.logs()[-3000:])
+    assert done["errorCount"] == 0, done
+    # The scores of an undisturbed run: the engine answers Paris to every question.
+    assert done["scores"] == [float(row["groundTruthResponse"] == "Paris") for row in rows]
+    assert kubectl.get("workload", "kill", namespace)["status"]["phase"] == "Ready"
+    # The generation went on in a Job made again once the group was back.
+    again = kubectl.get("job", "kill-run-generate", namespace)["metadata"]["uid"]
+    assert again != job
+    print(f"\na run waited while its group was recreated, then Succeeded, in "
+          f"{time.monotonic() - started:.1f}s")  # fmt: skip
+
+
+def test_changing_the_flags_or_nodes_rolls_the_groups(
+    kubectl: Kubectl, lws_operator: Operator, namespace: str
+) -> None:
+    started = time.monotonic()
+    fast = {"KYAI_STANDIN_LOAD_SECONDS": "0"}
+    [two_args, workload] = objects("roll", namespace, "vllm", {"pipeline-parallel-size": 2}, **fast)
+    # The EngineArgsSets a later change of spec.nodes names (flags that fit 3 nodes, 1 node).
+    three = {"pipeline-parallel-size": 3, "max-model-len": 1024}
+    three_args = objects("roll3", namespace, "vllm", three, **fast)[0]
+    one_args = objects("roll1", namespace, "vllm", {"max-model-len": 512}, **fast)[0]
+    kubectl.apply(two_args, three_args, one_args, workload)
+
+    def serving(window: int | None = None, groups: int | None = 1) -> Any:
+        return lambda o: (
+            phase(o) == "Ready"
+            and o["status"].get("readyGroups") == groups
+            and (window is None or o["status"].get("maxModelLen") == window)
+        )
+
+    kubectl.wait_for("workload", "roll", namespace, serving(), timeout=60)
+    first = {p["metadata"]["uid"] for p in engine_pods(kubectl, "roll", namespace)}
+    assert len(first) == 2
+
+    def leader_script() -> str:
+        return str(kubectl.get("pod", "roll-lws-0", namespace)["spec"]["containers"][0]["args"])
+
+    # A flag changes: the group is made again with the new command line, and serves it.
+    two_args["spec"]["args"]["max-model-len"] = 2048
+    kubectl.apply(two_args)
+    kubectl.wait_for("workload", "roll", namespace, serving(2048), timeout=60)
+    pods = engine_pods(kubectl, "roll", namespace)
+    assert len(pods) == 2 and not first & {p["metadata"]["uid"] for p in pods}, pods
+    assert "--max-model-len 2048" in leader_script()
+    # Three nodes (with flags for three): a group of three pods.
+    workload["spec"] |= {"nodes": 3, "engineArgsSetRef": {"name": "roll3"}}
+    kubectl.apply(workload)
+    kubectl.wait_for("workload", "roll", namespace, serving(1024), timeout=60)
+    group_set = kubectl.get("leaderworkerset", "roll-lws", namespace)
+    assert group_set["spec"]["leaderWorkerTemplate"]["size"] == 3
+    pods = engine_pods(kubectl, "roll", namespace)
+    assert sorted(p["metadata"]["name"] for p in pods) == [
+        "roll-lws-0", "roll-lws-0-1", "roll-lws-0-2",
+    ], pods  # fmt: skip
+    assert "--pipeline-parallel-size 3" in leader_script()
+    # Back to one node: a Deployment instead of the set; the Service selects its pod.
+    workload["spec"] |= {"nodes": 1, "engineArgsSetRef": {"name": "roll1"}}
+    kubectl.apply(workload)
+    kubectl.wait_for("workload", "roll", namespace, serving(512, groups=None), timeout=60)
+    assert kubectl.items("leaderworkersets", namespace) == []
+    assert len(kubectl.items("deployments", namespace, "-l", "kyai.io/workload=roll")) == 1
+    pods = engine_pods(kubectl, "roll", namespace)
+    assert len(pods) == 1 and "--max-model-len" in str(pods[0]["spec"]["containers"][0]), pods
+    service = kubectl.get("service", "roll-engine", namespace)
+    assert "leaderworkerset.sigs.k8s.io/worker-index" not in service["spec"]["selector"]
+    # And two nodes again: the Deployment's pod gives its GPU back to the group.
+    workload["spec"] |= {"nodes": 2, "engineArgsSetRef": {"name": "roll"}}
+    kubectl.apply(workload)
+    kubectl.wait_for("workload", "roll", namespace, serving(2048), timeout=60)
+    assert kubectl.items("deployments", namespace, "-l", "kyai.io/workload=roll") == []
+    assert len(engine_pods(kubectl, "roll", namespace)) == 2
+    service = kubectl.get("service", "roll-engine", namespace)
+    assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    print(f"\nflags, 2 → 3 → 1 → 2 nodes rolled in {time.monotonic() - started:.1f}s")

@@ -45,7 +45,7 @@ from kyai.controllers._inuse import (
     to_protect,
 )
 from kyai.controllers._jobs import failure_cause, make_job, start_trouble
-from kyai.controllers._kube import KubeError
+from kyai.controllers._kube import KubeError, resource_path
 from kyai.controllers._pods import (
     age_seconds,
     job_state,
@@ -74,6 +74,10 @@ TERMINAL = ("Succeeded", "Failed")
 
 #: Seconds after a queued Job is made, or admitted, before Kueue's verdict is read.
 QUEUE_FIRST_LOOK_SECONDS = 2.0
+
+#: The run's reasons while its generation waits for its Workload's engine
+#: (:meth:`RunEngine._engine_held`): the Job made again, the run goes back to its phase's own.
+ENGINE_AWAY = c.QUEUED | {c.WORKLOAD_NOT_READY}
 
 SPEC_CHANGED = (
     "the spec changed after the run started; the change is ignored (a run's spec is "
@@ -243,6 +247,11 @@ class RunEngine:
         job = self.jobs.get(step.job.name)
         if job is None and not known_missing:
             job = await self.svc.kube.get("Job", self.namespace, step.job.name)
+        held = await self._engine_held(step)
+        if held is not None and (job is None or job_state(job)[0] == "running"):
+            return False, await self._stop_for_engine(step, job, held)
+        if job is not None and (job.get("metadata") or {}).get("deletionTimestamp"):
+            return False, after(1.0)  # made again once gone (its pods stopped first)
         grace = self.svc.settings.job_start_grace_seconds
         if job is None:
             if not secrets_checked:
@@ -253,6 +262,8 @@ class RunEngine:
             if job_suspended(job):  # queued: Kueue's verdict is read a moment later
                 return False, after(min(grace + 1, QUEUE_FIRST_LOOK_SECONDS))
             if job_state(job)[0] == "running":  # new: its pods are looked at after the grace
+                if self._waits_for_engine():  # made again: the engine is back
+                    await self._resume(step)
                 return False, after(grace + 1)
         state, message = job_state(job)
         if state == "failed":
@@ -263,15 +274,78 @@ class RunEngine:
             return True, DONE
         if job_suspended(job):
             return False, await self._queued(step, job)
-        ready = self.current().condition(c.READY)
-        if ready is not None and ready.reason in c.QUEUED:
-            await self._resume(step)  # Kueue admitted the Job (again)
+        if self._waits_for_engine():
+            await self._resume(step)  # Kueue admitted the Job (again), or it was made again
         if may_be_stuck(job, grace=grace):
             return False, await self._watch_start(step)
         if (job.get("status") or {}).get("ready"):
             return False, DONE
         # Its pods are looked at once the grace is over (then at every resync tick).
         return False, after(grace + 1 - (started_seconds(job) or 0.0))
+
+    async def _engine_held(self, step: JobStep) -> Waiting | None:
+        """Why the served engine the step's Job asks is away (its Workload says so), if it is.
+
+        Only the generation step asks the run's Workload. A Workload the operator serves
+        that is not Ready (:func:`engine_down`: Kueue evicted its engine, a pod of its
+        LeaderWorkerSet group failed and the group is made again, its engine pod is
+        replaced) makes the run wait in its phase, with the Workload's words, rather than
+        count the engine's absence as failed rows. A queue reason (``Preempted``,
+        ``WaitingForQuota``) is the run's reason too; any other is ``WorkloadNotReady``,
+        naming it.
+        """
+        name = self.named.get("workload")
+        if step.phase != "Generating" or name is None:
+            return None
+        down = engine_down(await self.svc.cached("Workload", self.namespace, name))
+        if down is None:
+            return None
+        reason, said = down
+        # A generation Job resumes from the rows it stored; lm-eval keeps no answers between
+        # its attempts, so its Job starts the tasks over.
+        goes_on = (
+            "starts its tasks over"
+            if step.what == "lm-eval"
+            else "goes on from the answers it stored"
+        )
+        stopped = (
+            f"; the {step.what} Job {step.job.name} is stopped and {goes_on} once the Workload "
+            "is Ready again"
+        )
+        if reason in c.QUEUED:
+            return Waiting(reason, f"the Workload {name} is not Ready: {said}{stopped}")
+        return Waiting(
+            c.WORKLOAD_NOT_READY, f"the Workload {name} is not Ready ({reason}): {said}{stopped}"
+        )
+
+    def _waits_for_engine(self) -> bool:
+        """Whether the run says it waits for Kueue or for its Workload's engine."""
+        ready = self.current().condition(c.READY)
+        return ready is not None and ready.reason in ENGINE_AWAY
+
+    async def _stop_for_engine(
+        self, step: JobStep, job: Mapping[str, Any] | None, held: Waiting
+    ) -> Result:
+        """Stop the step's Job while its engine is away; the run waits in its phase.
+
+        The Job is deleted in the foreground (its pods go first, so a new Job never writes
+        the results beside an old pod); once the Workload is Ready again the Job is made
+        again and goes on from the rows stored on the results claim, as after a preemption of
+        the Job itself. Only rows in flight are asked again; the wait counts against no
+        deadline (the new Job's grace and ``activeDeadlineSeconds`` count from its start).
+        The run is waiting (Progressing False): the Workload turning Ready wakes it.
+        """
+        if job is not None and not (job.get("metadata") or {}).get("deletionTimestamp"):
+            try:
+                await self.svc.kube.request(
+                    "DELETE",
+                    resource_path("Job", self.namespace, step.job.name),
+                    body={"propagationPolicy": "Foreground"},
+                )
+            except KubeError as exc:
+                if exc.status != 404:
+                    raise
+        return await self._hold(held)
 
     async def _queued(self, step: JobStep, job: Mapping[str, Any]) -> Result:
         """The step's Job is suspended: say what Kueue says of it (once per change).
@@ -565,6 +639,33 @@ class RunEngine:
             Change(c.DEGRADED, False, c.FORBIDDEN, "the operator's API calls are allowed again")
         )
         await self.writer.patch(EvaluationRunStatus(conditions=conditions))
+
+
+def engine_down(workload: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """(reason, message) of a Workload the operator serves whose engine is not Ready.
+
+    Its ``Ready`` condition False: Kueue holds its engine (``Preempted``,
+    ``WaitingForQuota``), its pods are being made again (``Deploying``: a LeaderWorkerSet
+    group recreated after a pod failed, a Deployment's pod replaced), its ``/v1/models``
+    does not answer (``EndpointUnreachable``). None for a Workload that is Ready, unknown or
+    gone, and for an endpoint-only Workload (``spec.endpoint``) unless a queue reason says
+    otherwise (only the operator's own engine pods are queued): its Ready comes from probing
+    a server someone else runs, whose trouble the run's requests meet and report themselves.
+    """
+    found = next(
+        (
+            found
+            for found in ((workload or {}).get("status") or {}).get("conditions") or ()
+            if isinstance(found, Mapping) and found.get("type") == c.READY
+        ),
+        None,
+    )
+    if workload is None or found is None or found.get("status") == "True":
+        return None
+    reason = str(found.get("reason") or "NotReady")
+    if reason not in c.QUEUED and (workload.get("spec") or {}).get("endpoint") is not None:
+        return None
+    return reason, str(found.get("message") or reason)
 
 
 def _all_secrets(steps: Sequence[JobStep]) -> tuple[SecretNeed, ...]:

@@ -259,12 +259,14 @@ def _register_snapshots(registry: kopf.OperatorRegistry) -> None:
             ceiling = services(memo).settings.snapshot_retry_max_seconds
             delay = _snapshots.retry_delay(first, retry, ceiling)
             raise kopf.TemporaryError(
-                f"the snapshot's source is not available yet; trying again in {delay:g} s",
+                f"the snapshot is not resolved yet (its source is not available, or its load "
+                f"Job waits for Kueue); looking again in {delay:g} s",
                 delay=delay,
             )
 
+    # Every event of a load Job (a few in its life): its end, and Kueue (un)suspending it.
     @kopf.on.event("batch", "v1", "jobs", labels={LABEL_SNAPSHOT: kopf.PRESENT},
-                   id="snapshot-load-job", when=_job_finished, registry=registry)  # fmt: skip
+                   id="snapshot-load-job", registry=registry)  # fmt: skip
     async def snapshot_load_job(
         meta: kopf.Meta, namespace: str | None, memo: kopf.Memo, **_: Any
     ) -> None:

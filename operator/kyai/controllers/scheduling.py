@@ -29,6 +29,7 @@ from kyai.api import RunStatusHead
 from kyai.builders import label_value
 from kyai.constants import LABEL_RUN
 from kyai.controllers import _conditions as c
+from kyai.controllers._engine import engine_down
 from kyai.controllers._inuse import references, release_references
 from kyai.controllers._kube import KubeError
 from kyai.controllers._pods import age_seconds, job_finished, job_suspended, may_be_stuck
@@ -58,6 +59,18 @@ def _in_circle(status: Any) -> bool:
         and found.get("reason") == c.CIRCULAR_REJUDGE
         for found in (status or {}).get("conditions") or ()
     )
+
+
+def _engine_away(svc: Services, namespace: str, name: str, status: Any) -> bool:
+    """Whether a Workload the operator serves says its engine is not Ready (``status``).
+
+    Its spec from the watch's cache (an endpoint-only Workload's engine is not the
+    operator's: :func:`~kyai.controllers._engine.engine_down`).
+    """
+    if not isinstance(status, Mapping):
+        return False
+    seen = svc.seen.get(("Workload", namespace, name)) or {}
+    return engine_down({"spec": seen.get("spec") or {}, "status": status}) is not None
 
 
 def _head(run: Mapping[str, Any]) -> RunStatusHead:
@@ -365,6 +378,11 @@ class Scheduler:
         every unfinished run, not the resync.
         """
         phase = (status or {}).get("phase")
+        if kind == "Workload" and _engine_away(self.svc, namespace, name, status):
+            # Its engine is away (Kueue took it, its group or pod is made again): the runs
+            # generating against it stop and wait.
+            for run in self.generating_against(name, namespace):
+                await self.reconcile(namespace, run)
         if phase not in WAKING[kind] and not (kind == KIND and _in_circle(status)):
             self.svc.ready.discard((kind, namespace, name))
             return
@@ -374,6 +392,23 @@ class Scheduler:
             self.svc.ready.add((kind, namespace, name))
         for run in self.waiting_for(Reference(kind, name), namespace):
             await self.reconcile(namespace, run)
+
+    def generating_against(self, workload: str, namespace: str) -> list[str]:
+        """The runs of ``namespace`` generating against ``workload`` and not waiting yet.
+
+        From the watch's cache of unfinished runs (a scan of one namespace's: only when a
+        Workload says its engine is away, a rare event).
+        """
+        wanted = Reference("Workload", workload)
+        found = []
+        for key, run in list(self.svc.seen.items()):
+            if key[0] != KIND or key[1] != namespace or key in self.svc.pending:
+                continue
+            if (run.get("status") or {}).get("phase") != "Generating":
+                continue
+            if wanted in run_references(self.svc, run):
+                found.append(key[2])
+        return sorted(found)
 
     def waiting_for(self, reference: Reference, namespace: str) -> list[str]:
         """The Pending runs of ``namespace`` that wait for ``reference`` (their kind says).

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from kyai.api import SnapshotSpec, SnapshotStatus
 from kyai.api.snapshot import SnapshotPhase
 from kyai.builders import label_value, spec_hash
-from kyai.builders.queue import queue_labels
+from kyai.builders.queue import queue_labels, queue_name
 from kyai.builders.snapshot import (
     config_map_name,
     load_job_name,
@@ -34,7 +34,7 @@ from kyai.constants import LABEL_SNAPSHOT
 from kyai.controllers import _conditions as c
 from kyai.controllers import _kueue as kueue
 from kyai.controllers._conditions import Change
-from kyai.controllers._pods import failure_message, job_state
+from kyai.controllers._pods import failure_message, job_state, job_suspended
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter, spec_changed
 from kyai.datasets import (
@@ -241,6 +241,8 @@ class SnapshotReconciler:
         self.body = body
         self.writer = StatusWriter(svc, body)
         self.namespace, self.name = self.writer.namespace, self.writer.name
+        #: Seconds before the Snapshot is looked at again (its load Job waits for Kueue).
+        self.look_again: float | None = None
 
     async def not_ready(self, phase: SnapshotPhase, reason: str, message: str) -> None:
         """Pending or Failed, with a Warning event (once: a retry that fails alike is quiet)."""
@@ -265,7 +267,7 @@ class SnapshotReconciler:
             await self.not_ready("Failed", c.INVALID_SPEC, c.validation_message(exc))
             return None
         if current.phase == "Resolving" and current.claim and await self.watch_load(current):
-            return None
+            return self.look_again
         if current.phase == "Failed" and current.claim:
             return None  # the load Job failed: a new Snapshot is needed
         retrying = current.phase == "Pending" and _ready_reason(current) == c.SOURCE_UNAVAILABLE
@@ -284,7 +286,7 @@ class SnapshotReconciler:
             await self.not_ready("Failed", c.INVALID_DATA, str(exc))
             return None
         await self._store(spec, dataset)
-        return None
+        return self.look_again
 
     async def _store(self, spec: SnapshotSpec, dataset: Dataset) -> None:
         """Write the rows' ConfigMap (replacing a stale one) and mark the Snapshot Ready."""
@@ -346,6 +348,7 @@ class SnapshotReconciler:
         claim = snapshot_claim(self.body, size_bytes=size)
         await self.svc.kube.ensure(claim)
         queue = queue_labels(self.body, settings.default_queue_name)
+        suspend = bool(queue) and await kueue.installed(self.svc)
         await self.svc.kube.ensure(
             snapshot_load_job(
                 self.body,
@@ -353,9 +356,11 @@ class SnapshotReconciler:
                 image_pull_policy=settings.worker_image_pull_policy,
                 expect_sha256=dataset.sha256,
                 queue=queue,
-                suspend=bool(queue) and await kueue.installed(self.svc),
+                suspend=suspend,
             )
         )
+        if suspend:  # Kueue's verdict is read a moment later
+            self.look_again = QUEUE_LOOK_SECONDS
         name = claim["metadata"]["name"]
         message = (
             f"writing {len(dataset.rows)} rows ({size} bytes compressed, more than a ConfigMap "
@@ -383,6 +388,7 @@ class SnapshotReconciler:
         job = await self.svc.kube.get("Job", self.namespace, job_name)
         state, detail = job_state(job)
         if state == "running":
+            await self._queued_load(current, job)
             return True
         if state == "missing":
             return False
@@ -408,6 +414,56 @@ class SnapshotReconciler:
         )
         self.writer.event("Normal", c.RESOLVED, message)
         return True
+
+    async def _queued_load(self, current: SnapshotStatus, job: Any) -> None:
+        """The load Job waits for Kueue (suspended): the Snapshot says so, with Kueue's words.
+
+        ``WaitingForQuota`` (or ``Preempted``) on Ready, the phase staying ``Resolving``;
+        looked at again a moment later (Kueue makes its Workload after the Job, and admits
+        it when quota frees up). Once the Job runs, the Snapshot says ``Resolving`` again.
+        """
+        meta = job.get("metadata") or {}
+        queue = queue_name(meta.get("labels") or {})
+        said = _ready_reason(current)
+        if not job_suspended(job):
+            if said in c.QUEUED:
+                message = (
+                    f"writing {current.rows} rows to the PersistentVolumeClaim {current.claim}"
+                )
+                await self.writer.patch(
+                    SnapshotStatus(
+                        phase="Resolving",
+                        message=message,
+                        conditions=self.writer.conditions(
+                            Change(c.READY, None, c.RESOLVING, message)
+                        ),
+                    )
+                )
+            return
+        self.look_again = QUEUE_LOOK_SECONDS
+        what = f"the load Job {meta.get('name')}"
+        if queue is None or not await kueue.installed(self.svc):
+            return  # suspended by someone else: its resume (a Job event) moves it on
+        held = kueue.queue_wait(
+            await kueue.workload_for(self.svc, self.namespace, str(meta.get("uid")))
+        )
+        if held is None:  # admitted: Kueue unsuspends the Job in a moment
+            return
+        message = kueue.describe(held, what, queue)
+        if current.message == message:
+            return
+        await self.writer.patch(
+            SnapshotStatus(
+                phase="Resolving",
+                message=message,
+                conditions=self.writer.conditions(Change(c.READY, False, held.reason, message)),
+            )
+        )
+        self.writer.event("Normal", held.reason, message)
+
+
+#: Seconds before a Snapshot whose load Job Kueue holds is looked at again (then doubling).
+QUEUE_LOOK_SECONDS = 2.0
 
 
 def _ready_reason(status: SnapshotStatus) -> str | None:

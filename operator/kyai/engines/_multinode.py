@@ -2,7 +2,8 @@
 
 A Workload with ``spec.nodes`` N > 1 is served by LeaderWorkerSet groups of N pods, each with
 ``spec.resources.gpus`` GPUs. Before anything starts, the engine's parallel sizes (vLLM:
-tensor-parallel-size × pipeline-parallel-size; SGLang: tp-size × pp-size) must use exactly
+tensor-parallel-size × pipeline-parallel-size; SGLang: tp-size × pp-size; each × the
+data-parallel size where the engine multiplies by it, :data:`DATA_PARALLEL`) must use exactly
 the group's N × GPUs: too few leaves GPUs idle that the queue counted, too many never starts
 (vLLM waits half an hour for a Ray placement group; SGLang asserts). Pure functions.
 """
@@ -20,11 +21,44 @@ from kyai.engines._common import (
     EngineCommand,
     ParallelismError,
     canonical_flag,
+    flag_name,
 )
 
 if TYPE_CHECKING:
     from kyai.api.engineargsset import EngineArgsSetSpec
     from kyai.api.workload import WorkloadSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataParallel:
+    """An engine's data-parallel size: copies of the model inside one server.
+
+    Each data-parallel rank has its own tensor × pipeline GPUs, so the size multiplies the
+    GPUs a replica uses (vLLM's ``ParallelConfig.world_size_across_dp`` is TP × PP × DP;
+    SGLang's ``DataParallelController`` gives each DP rank ``tp_size × pp_size`` GPUs) —
+    unless ``shared_by`` is set: then the ranks split the tensor-parallel GPUs instead
+    (SGLang's ``--enable-dp-attention``: ``attn_tp_size = tp_size // dp_size``, and the server
+    asserts ``tp_size % dp_size == 0``).
+    """
+
+    spellings: tuple[str, ...]
+    """The size's flag, canonical spellings (the first one named in messages)."""
+    shared_by: str | None = None
+    """A boolean flag (canonical) with which the ranks share the tensor-parallel GPUs."""
+    tensor: str | None = None
+    """The canonical tensor-parallel flag the size must divide when ``shared_by`` is set."""
+
+
+#: Data-parallel sizes by framework (vLLM 0.11 ``--data-parallel-size``/``-dp``; SGLang 0.5
+#: ``--dp-size``/``--data-parallel-size``, ``--dp`` being argparse's abbreviation of it).
+DATA_PARALLEL: dict[str, DataParallel] = {
+    "vllm": DataParallel(spellings=("data-parallel-size", "dp")),
+    "sglang": DataParallel(
+        spellings=("dp-size", "dp", "data-parallel-size"),
+        shared_by="enable-dp-attention",
+        tensor="tp-size",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -85,17 +119,40 @@ def parallel_sizes(engine: Engine, engine_args: EngineArgsSetSpec | None) -> lis
             sizes.append((f"--{spellings[0]}", 1))
             continue
         name, raw = found
-        try:
-            size = int(raw)
-        except ValueError:
-            size = 0
-        if size < 1:
-            raise ParallelismError(
-                f"The EngineArgsSet sets {name} to {raw!r}: it must be a whole number of at "
-                "least 1."
-            )
-        sizes.append((name if name.startswith("-") else f"--{name}", size))
+        sizes.append((flag_name(name), _size(name, raw)))
     return sizes
+
+
+def _size(name: str, raw: str) -> int:
+    try:
+        size = int(raw)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise ParallelismError(
+            f"The EngineArgsSet sets {name} to {raw!r}: it must be a whole number of at least 1."
+        )
+    return size
+
+
+def data_parallel_size(
+    engine: Engine, engine_args: EngineArgsSetSpec | None
+) -> tuple[str, int, str | None] | None:
+    """(flag, size, the flag sharing the tensor-parallel GPUs if set) of the data-parallel size.
+
+    None when the engine has none or the EngineArgsSet does not set it. Raises
+    :class:`ParallelismError` for a size that is not a whole number ≥ 1.
+    """
+    rule = DATA_PARALLEL.get(engine.framework)
+    if rule is None:
+        return None
+    found = flag_value(engine_args, rule.spellings)
+    if found is None:
+        return None
+    name, raw = found
+    shared = flag_value(engine_args, (rule.shared_by,)) if rule.shared_by else None
+    sharing = None if shared is None or shared[1].lower() == "false" else flag_name(shared[0])
+    return flag_name(name), _size(name, raw), sharing
 
 
 def check_parallelism(
@@ -103,6 +160,8 @@ def check_parallelism(
 ) -> None:
     """Refuse parallel sizes whose product is not the group's GPUs (nodes × GPUs per node).
 
+    The data-parallel size, when set, multiplies the product, or (SGLang's
+    ``--enable-dp-attention``) must divide the tensor-parallel size and adds no GPU.
     Raises :class:`ParallelismError` naming the flags, their values and both products.
     """
     sizes = parallel_sizes(engine, engine_args)
@@ -110,6 +169,14 @@ def check_parallelism(
         return
     nodes, gpus = workload.nodes, workload.resources.gpus
     wanted = nodes * gpus
+    data_parallel = data_parallel_size(engine, engine_args)
+    note = ""
+    if data_parallel is not None:
+        name, size, shared = data_parallel
+        if shared is None:
+            sizes.append((name, size))
+        else:
+            note = _shared_note(engine, sizes, name, size, shared)
     product = math.prod(size for _, size in sizes)
     if product == wanted:
         return
@@ -118,9 +185,30 @@ def check_parallelism(
     raise ParallelismError(
         f"{engine.framework} on spec.nodes {nodes} × spec.resources.gpus {gpus} = {wanted} "
         f"GPUs per replica needs {flags} = {wanted}, but the EngineArgsSet gives {values} = "
-        f"{product}: set the parallel sizes (or spec.nodes, spec.resources.gpus) so that they "
-        "match"
+        f"{product}{note}: set the parallel sizes (or spec.nodes, spec.resources.gpus) so "
+        "that they match"
     )
+
+
+def _shared_note(
+    engine: Engine, sizes: list[tuple[str, int]], name: str, size: int, shared: str
+) -> str:
+    """Why a data-parallel size that shares the tensor-parallel GPUs is not in the product.
+
+    Raises :class:`ParallelismError` when it does not divide the tensor-parallel size.
+    """
+    rule = DATA_PARALLEL[engine.framework]
+    assert engine.multinode is not None and rule.tensor is not None
+    index = next(i for i, spellings in enumerate(engine.multinode.parallel_flags)
+                 if rule.tensor in spellings)  # fmt: skip
+    tensor_name, tensor = sizes[index]
+    if tensor % size:
+        raise ParallelismError(
+            f"{engine.framework} with {shared} splits {tensor_name} among the data-parallel "
+            f"ranks, so {name} must divide it, but the EngineArgsSet gives {tensor_name} "
+            f"{tensor} and {name} {size}: set {name} to a divisor of {tensor_name}"
+        )
+    return f" ({name} {size} with {shared} splits {tensor_name}, adding no GPU)"
 
 
 def group_commands(
@@ -154,8 +242,11 @@ def group_commands(
 
 
 __all__ = [
+    "DATA_PARALLEL",
+    "DataParallel",
     "GroupCommands",
     "check_parallelism",
+    "data_parallel_size",
     "flag_value",
     "group_commands",
     "parallel_sizes",

@@ -113,6 +113,67 @@ def test_parallel_sizes_that_use_the_group_pass(
     engine_group_commands(spec, flags(framework, extra, **engine_args))
 
 
+@pytest.mark.parametrize(
+    ("framework", "nodes", "gpus", "engine_args", "extra", "named"),
+    [
+        # vLLM: TP × PP × DP GPUs (ParallelConfig.world_size_across_dp).
+        ("vllm", 2, 1, {"pipeline-parallel-size": 2, "data-parallel-size": 2}, [],
+         "needs --tensor-parallel-size × --pipeline-parallel-size × --data-parallel-size = 2, "
+         "but the EngineArgsSet gives --tensor-parallel-size 1 × --pipeline-parallel-size 2 × "
+         "--data-parallel-size 2 = 4"),
+        ("vllm", 2, 1, {"tp": 2}, ["-dp", "2"], "--tp 2 × --pipeline-parallel-size 1 × -dp 2 = 4"),
+        # SGLang without DP attention: each DP rank has its own tp × pp GPUs.
+        ("sglang", 2, 1, {"tp": 2, "dp-size": 2}, [], "--tp 2 × --pp-size 1 × --dp-size 2 = 4"),
+        # With DP attention the ranks split tp: 2 GPUs used of 4.
+        ("sglang", 2, 2, {"tp": 2, "dp": 2, "enable-dp-attention": True}, [],
+         "--tp 2 × --pp-size 1 = 2 (--dp 2 with --enable-dp-attention splits --tp, adding no "
+         "GPU)"),
+    ],
+)  # fmt: skip
+def test_data_parallel_sizes_count_as_the_engine_counts_them(
+    framework: str, nodes: int, gpus: int, engine_args: dict[str, Any], extra: list[str],
+    named: str,
+) -> None:  # fmt: skip
+    spec = workload(framework, nodes=nodes, resources={"gpus": gpus})
+    with pytest.raises(ParallelismError) as caught:
+        engine_group_commands(spec, flags(framework, extra, **engine_args))
+    message = str(caught.value)
+    assert named in message, message
+    assert f"spec.nodes {nodes} × spec.resources.gpus {gpus} = {nodes * gpus}" in message
+
+
+@pytest.mark.parametrize(
+    ("framework", "nodes", "gpus", "engine_args", "extra"),
+    [
+        ("vllm", 2, 2, {"tp": 2, "dp": 2}, []),
+        ("vllm", 2, 1, {}, ["--data-parallel-size=2"]),
+        ("sglang", 2, 1, {"tp": 1, "dp-size": 2}, []),
+        ("sglang", 2, 2, {"tp": 4, "dp-size": 4, "enable-dp-attention": True}, []),
+        ("sglang", 2, 1, {"tp": 2}, ["--enable-dp-attention", "--dp", "2"]),
+        ("sglang", 2, 2, {"tp": 2, "data-parallel-size": 2, "enable-dp-attention": False}, []),
+    ],
+)
+def test_data_parallel_sizes_that_use_the_group_pass(
+    framework: str, nodes: int, gpus: int, engine_args: dict[str, Any], extra: list[str]
+) -> None:
+    spec = workload(framework, nodes=nodes, resources={"gpus": gpus})
+    engine_group_commands(spec, flags(framework, extra, **engine_args))
+
+
+def test_sglang_dp_attention_needs_a_data_parallel_size_dividing_tp() -> None:
+    spec = workload("sglang", nodes=2, resources={"gpus": 2})
+    eas = flags("sglang", **{"tp": 4, "dp-size": 3, "enable-dp-attention": True})
+    with pytest.raises(ParallelismError) as caught:
+        engine_group_commands(spec, eas)
+    assert str(caught.value) == (
+        "sglang with --enable-dp-attention splits --tp among the data-parallel ranks, so "
+        "--dp-size must divide it, but the EngineArgsSet gives --tp 4 and --dp-size 3: set "
+        "--dp-size to a divisor of --tp"
+    )
+    with pytest.raises(ParallelismError, match=r"sets dp-size to '0'"):
+        engine_group_commands(spec, flags("sglang", tp=4, **{"dp-size": 0}))
+
+
 def test_flags_the_operator_sets_on_several_nodes_are_refused() -> None:
     with pytest.raises(EngineArgsError, match=r"nnodes.*spec\.nodes 2"):
         engine_group_commands(workload("sglang"), flags("sglang", tp=2, nnodes=4))

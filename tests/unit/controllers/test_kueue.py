@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,14 +16,30 @@ from kyai.api.evaluationsweep import EvaluationSweepSpec
 from kyai.builders import evaluation as build
 from kyai.builders import workload_deployment
 from kyai.builders.queue import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, queue_labels
-from kyai.builders.snapshot import snapshot_load_job
+from kyai.builders.snapshot import load_job_name, snapshot_load_job
 from kyai.controllers import _conditions as c
 from kyai.controllers import _kueue as kueue
 from kyai.controllers._pods import may_be_stuck
 from kyai.controllers.scheduling import resync_verdict
+from kyai.controllers.snapshot import reconcile_snapshot
 from kyai.settings import OperatorSettings
 from kyai.sweeps import cell_run, derived_workload
 from kyai.sweeps._cells import Cell, Variant
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_worker_pods import (
+    NS,
+    RUN_NAME,
+    SNAPSHOT,
+    WORKLOAD,
+    MemoryKube,
+    condition,
+    obj,
+    run_object,
+    step,
+    world,
+)
+from test_worker_pods import stamp as ago
 
 NOW = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
 PENDING = (
@@ -302,3 +320,151 @@ def test_argo_cd_reads_a_run_waiting_for_quota_as_progressing() -> None:
         ]},
     }  # fmt: skip
     assert health.health(workload)["status"] == "Progressing"
+
+
+# -- a run generating against a served engine Kueue preempts ---------------------------------
+
+
+class DeletingKube(MemoryKube):
+    """The in-memory API, with a foreground DELETE: the object stays, marked, until removed."""
+
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        super().__init__(*objects)
+        self.foreground: list[str] = []
+
+    async def request(self, method: str, path: str, *, body: Any = None, **kw: Any) -> Any:
+        if method != "DELETE":
+            return await super().request(method, path, body=body, **kw)
+        assert body == {"propagationPolicy": "Foreground"}, body
+        name = path.rsplit("/", 1)[-1]
+        self.foreground.append(name)
+        self.objects[("Job", NS, name)]["metadata"]["deletionTimestamp"] = ago(0)
+        return {}
+
+
+def engine_says(kube: MemoryKube, phase: str, reason: str, message: str) -> None:
+    workload = kube.objects[("Workload", NS, "cand")]
+    workload["status"] = {
+        **workload["status"], "phase": phase,
+        "conditions": [{"type": "Ready", "status": str(phase == "Ready"), "reason": reason,
+                        "message": message, "lastTransitionTime": ago(1)}],
+    }  # fmt: skip
+
+
+async def test_a_run_stops_its_generation_while_kueue_holds_its_engine_then_goes_on() -> None:
+    svc, _ = world()
+    kube = DeletingKube(copy.deepcopy(WORKLOAD), copy.deepcopy(SNAPSHOT))
+    svc.kube = kube  # type: ignore[assignment]
+    kube.put(run_object())
+    assert (await step(svc, kube)).phase == "Generating"
+    name = build.generation_job_name(RUN_NAME)
+    kube.objects[("Job", NS, name)]["status"] = {"active": 1, "startTime": ago(5)}
+    # Kueue evicted the engine's pod: the Workload goes Deploying, Preempted.
+    said = "the engine's pod cand-engine-x was preempted by Kueue in LocalQueue team: " + EVICTED
+    engine_says(kube, "Deploying", c.PREEMPTED, said)
+    status = await step(svc, kube)
+    assert status.phase == "Generating"
+    ready_status, reason, message = condition(status, "Ready")
+    assert (ready_status, reason) == ("False", c.PREEMPTED)
+    assert message.startswith(f"the Workload cand is not Ready: {said}; the generation Job ")
+    assert "goes on from the answers it stored" in message
+    assert condition(status, "Progressing")[0] == "False"  # waiting: the Workload wakes it
+    assert condition(status, "Stalled")[0] == "False"
+    assert kube.foreground == [name]  # its pods go before the Job does
+    # Deleting, then gone, while the engine still waits for quota: nothing made, no second
+    # DELETE; the run says the new reason.
+    engine_says(kube, "Deploying", c.WAITING_FOR_QUOTA, "the engine's pod waits: " + PENDING)
+    await step(svc, kube)
+    assert kube.foreground == [name]
+    del kube.objects[("Job", NS, name)]
+    status = await step(svc, kube)
+    assert await kube.get("Job", NS, name) is None
+    assert condition(status, "Ready")[1] == c.WAITING_FOR_QUOTA and status.phase == "Generating"
+    # Ready again: the Job is made again (it goes on from the stored rows), the run resumes.
+    engine_says(kube, "Ready", "Ready", "serving")
+    await step(svc, kube)
+    assert await kube.get("Job", NS, name) is not None
+    kube.objects[("Job", NS, name)]["status"] = {"active": 1, "startTime": ago(0)}
+    status = await step(svc, kube)
+    assert condition(status, "Ready")[1] == c.GENERATING and status.phase == "Generating"
+    assert condition(status, "Progressing")[0] == "True"
+    # A finished generation is not stopped by a later eviction: the run goes on to judging.
+    kube.objects[("Job", NS, name)]["status"] = {
+        "succeeded": 1,
+        "conditions": [{"type": "Complete", "status": "True"}],
+    }
+    engine_says(kube, "Deploying", c.PREEMPTED, said)
+    status = await step(svc, kube)
+    assert status.phase == "Judging" and kube.foreground == [name]
+
+
+# -- a Snapshot whose load Job waits for quota ------------------------------------------------
+
+
+class KueueKube(MemoryKube):
+    """The in-memory API with Kueue's: its discovery and one Kueue Workload per Job uid."""
+
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        super().__init__(*objects)
+        self.kueue: dict[str, dict[str, Any]] = {}
+
+    async def request(self, method: str, path: str, *, body: Any = None, **kw: Any) -> Any:
+        if method == "GET" and path == kueue.KUEUE_API:
+            return {"kind": "APIResourceList"}
+        if method == "GET" and path.endswith("/workloads"):
+            uid = kw["params"]["labelSelector"].split("=", 1)[1]
+            return {"items": [self.kueue[uid]] if uid in self.kueue else []}
+        return await super().request(method, path, body=body, **kw)
+
+
+async def test_a_snapshot_whose_load_job_waits_for_quota_says_so() -> None:
+    snapshot = obj(
+        "Snapshot", "big",
+        {"source": {"url": {"url": "https://x/rows.jsonl", "sha256": "ab" * 32}},
+         "prompts": {"generation": "{instruction}", "judge": "{response}"}},
+        {"phase": "Resolving", "message": "writing 9 rows", "claim": "big-rows", "rows": 9,
+         "sha256": "ab" * 32, "conditions": [
+             {"type": "Ready", "status": "Unknown", "reason": c.RESOLVING,
+              "message": "writing 9 rows", "lastTransitionTime": ago(30)}]},
+    )  # fmt: skip
+    snapshot["metadata"]["labels"] = {QUEUE_NAME_LABEL: "team"}
+    job_name = load_job_name("big")
+    load = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": job_name, "namespace": NS, "uid": "load-uid",
+                     "labels": {QUEUE_NAME_LABEL: "team"}},
+        "spec": {"suspend": True}, "status": {},
+    }  # fmt: skip
+    kube = KueueKube(snapshot, load)
+    kube.kueue["load-uid"] = kueue_workload(("QuotaReserved", "False", "Pending", PENDING))
+    svc, _ = world()
+    svc.kube = kube  # type: ignore[assignment]
+
+    async def look() -> tuple[float | None, dict[str, Any]]:
+        body = await kube.get("Snapshot", NS, "big")
+        assert body is not None
+        again = await reconcile_snapshot(svc, body)
+        found = await kube.get("Snapshot", NS, "big")
+        assert found is not None
+        return again, found["status"]
+
+    again, status = await look()
+    (ready_condition,) = [cond for cond in status["conditions"] if cond["type"] == "Ready"]
+    assert (ready_condition["status"], ready_condition["reason"]) == ("False", c.WAITING_FOR_QUOTA)
+    assert ready_condition["message"].startswith(
+        f"the load Job {job_name} waits for Kueue to admit it in LocalQueue team: {PENDING}"
+    )
+    assert status["phase"] == "Resolving" and again is not None and again > 0  # looked at again
+    # Admitted: the Job runs, the Snapshot says Resolving again (and needs no look).
+    kube.objects[("Job", NS, job_name)]["spec"]["suspend"] = False
+    again, status = await look()
+    (ready_condition,) = [cond for cond in status["conditions"] if cond["type"] == "Ready"]
+    assert ready_condition["reason"] == c.RESOLVING and status["phase"] == "Resolving"
+    assert again is None
+    # Loaded: Ready.
+    kube.objects[("Job", NS, job_name)]["status"] = {
+        "succeeded": 1,
+        "conditions": [{"type": "Complete", "status": "True"}],
+    }
+    _, status = await look()
+    assert status["phase"] == "Ready"

@@ -5,7 +5,8 @@ It follows Kueue v0.14.8 (the last release whose CRDs serve ``kueue.x-k8s.io/v1b
 that release's, taken from its code (``pkg/controller/jobframework``, ``pkg/controller/jobs``,
 ``pkg/workload``, ``pkg/scheduler``). What it leaves out is in the README ("Kueue
 emulation"): no cohorts, borrowing, fair sharing, admission checks, topology-aware
-scheduling, partial admission or pod groups; one scheduling pass at a time.
+scheduling, partial admission, pod groups or the LeaderWorkerSet integration (its pods are
+admitted one by one); one scheduling pass at a time.
 
 Three parts:
 
