@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -163,18 +165,64 @@ def operator(
             process.wait()
 
 
+def shown_phase(obj: dict[str, Any]) -> str:
+    """An object's phase, with its message while it is not finished."""
+    status = obj.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    message = status.get("message")
+    return f"{phase}: {message}" if message and phase not in FINISHED else phase
+
+
 def phases(kubeconfig: Path) -> dict[str, str]:
-    """``Kind/name`` → phase (and message) of the Workload and the runs."""
-    listing = json.loads(kubectl(kubeconfig, "get", "workloads,evaluationruns", "-A", "-o", "json"))
-    shown = {}
-    for obj in listing["items"]:
-        status = obj.get("status") or {}
-        phase = status.get("phase") or "Pending"
-        message = status.get("message")
-        shown[f"{obj['kind']}/{obj['metadata']['name']}"] = (
-            f"{phase}: {message}" if message and phase not in FINISHED else phase
-        )
-    return shown
+    """``Kind/name`` → phase (and message) of the Workloads, as they are now."""
+    listing = json.loads(kubectl(kubeconfig, "get", "workloads", "-A", "-o", "json"))
+    return {f"Workload/{obj['metadata']['name']}": shown_phase(obj) for obj in listing["items"]}
+
+
+class RunWatch:
+    """``kubectl get evaluationruns -w``: every state of every run, in order, none missed.
+
+    A poll would miss a phase shorter than its interval (the demo's generation can take under
+    a second); a watch sees each status update. The objects kubectl prints are read as a
+    stream of JSON documents on a thread and queued as ``(EvaluationRun/NAME, phase)``.
+    """
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.process = subprocess.Popen(
+            ["kubectl", "--kubeconfig", str(kubeconfig), "get", "evaluationruns", "-A",
+             "-w", "-o", "json"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        self.seen: queue.Queue[tuple[str, str]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        decoder = json.JSONDecoder()
+        buffer = ""
+        for line in self.process.stdout:
+            buffer += line
+            while buffer.strip():
+                try:
+                    obj, end = decoder.raw_decode(buffer.lstrip())
+                except ValueError:
+                    break  # the rest of this document is still to come
+                buffer = buffer.lstrip()[end:]
+                self.seen.put((f"EvaluationRun/{obj['metadata']['name']}", shown_phase(obj)))
+
+    def changes(self) -> list[tuple[str, str]]:
+        """The states seen since the last call, in order."""
+        found = []
+        while True:
+            try:
+                found.append(self.seen.get_nowait())
+            except queue.Empty:
+                return found
+
+    def close(self) -> None:
+        """Stop the watch."""
+        self.process.terminate()
+        self.process.wait(timeout=10)
 
 
 def log_tail(log: Path) -> str:
@@ -188,18 +236,22 @@ def watch(
     """Print every phase change until every run has finished."""
     seen: dict[str, str] = {}
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise DemoError(f"the operator exited ({process.returncode}):\n{log_tail(log)}")
-        current = phases(kubeconfig)
-        for key, value in sorted(current.items()):
-            if seen.get(key) != value:
-                print(f"  {time.monotonic() - started:6.1f}s  {key:<42} {value}", flush=True)
-        seen = current
-        runs = [v for k, v in current.items() if k.startswith("EvaluationRun/")]
-        if runs and all(v in FINISHED for v in runs):
-            return
-        time.sleep(0.5)
+    runs = RunWatch(kubeconfig)
+    try:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise DemoError(f"the operator exited ({process.returncode}):\n{log_tail(log)}")
+            changes = sorted(phases(kubeconfig).items()) + runs.changes()
+            for key, value in changes:
+                if seen.get(key) != value:
+                    print(f"  {time.monotonic() - started:6.1f}s  {key:<42} {value}", flush=True)
+                seen[key] = value
+            states = [v for k, v in seen.items() if k.startswith("EvaluationRun/")]
+            if states and all(v in FINISHED for v in states):
+                return
+            time.sleep(0.5)
+    finally:
+        runs.close()
     raise DemoError(
         f"the runs did not finish in {timeout:.0f}s; the operator's log ends:\n{log_tail(log)}"
     )

@@ -199,6 +199,152 @@ GROUPS: dict[str, Group] = {
             "(@field_validator, @model_validator) and the Field(ge=..., le=...) bounds are not "
             "mutated (tests/unit/api/test_guard_validation.py tests each rule).",
         ),
+        # The last round's modules (issue 36): statistics, the judge gateway, sweeps, the
+        # serving figures and the non-inferiority gate.
+        Group(
+            "stats",
+            "mutmut",
+            ("stats.py", "ranking.py"),
+            (
+                "tests/unit/stats",
+                "tests/unit/leaderboard/test_ranks.py",
+                "tests/unit/leaderboard/test_pareto.py",
+                "tests/unit/leaderboard/test_leaderboard.py",
+                "tests/unit/leaderboard/test_guard_ranking.py",
+                "tests/integration/test_stats_ranks.py",
+            ),
+            mutants=(
+                "kyai.stats.*",
+                # ranking.py: the board's ranks, the Pareto front, the same-rows refusal.
+                "kyai.ranking.x_rank_key_*",
+                "kyai.ranking.x_rank__*",
+                "kyai.ranking.x__board_*",
+                "kyai.ranking.x_pareto_front_*",
+                "kyai.ranking.x__check_same_rows_*",
+                "kyai.ranking.x_entry_from_run_*",
+            ),
+        ),
+        Group(
+            "gateway",
+            "mutmut",
+            (
+                "gateway/_limits.py",
+                "gateway/_auth.py",
+                "gateway/_body.py",
+                "gateway/_redact.py",
+                "gateway/_proxy.py",
+            ),
+            (
+                "tests/unit/gateway",
+                "tests/integration/test_gateway.py",
+                "tests/integration/test_guard_gateway.py",
+            ),
+            mutants=(
+                # The gateway's decisions: the per-namespace limits, who the caller is (token
+                # review), what reaches the judge (the key, the model, the body) and what
+                # comes back; not the server's start and stop.
+                "kyai.gateway._limits.*",
+                "kyai.gateway._auth.*",
+                "kyai.gateway._body.*",
+                "kyai.gateway._redact.*",
+                "kyai.gateway._proxy.x_error_response_*",
+                "kyai.gateway._proxy.xǁGatewayǁ_account_*",
+                "kyai.gateway._proxy.xǁGatewayǁ_caller_*",
+                "kyai.gateway._proxy.xǁGatewayǁ_upstream_headers_*",
+                "kyai.gateway._proxy.xǁGatewayǁ_chat_*",
+                "kyai.gateway._proxy.xǁGatewayǁ_models_*",
+                "kyai.gateway._proxy.xǁGatewayǁ_limited_*",
+                "kyai.gateway._proxy.xǁGatewayǁ_forward_*",
+                "kyai.gateway._proxy.xǁGatewayǁ_stream_*",
+            ),
+            notes="tests/integration/test_gateway.py needs kyai_testing (tools/testing) in "
+            "the mutation venv.",
+        ),
+        Group(
+            "sweeps",
+            "mutmut",
+            (
+                "sweeps/_cells.py",
+                "sweeps/_memo.py",
+                "sweeps/_schedule.py",
+                "sweeps/_status.py",
+                "sweeps/_table.py",
+            ),
+            (
+                # Not test_api.py nor test_metrics_and_dashboard.py: they check the API
+                # models and the dashboards (not mutated) against docs/ and charts/.
+                "tests/unit/sweeps/test_expand.py",
+                "tests/unit/sweeps/test_schedule.py",
+                "tests/unit/sweeps/test_status.py",
+                "tests/unit/sweeps/test_table.py",
+                "tests/unit/sweeps/test_guard_table.py",
+                "tests/unit/sweeps/test_guard_schedule.py",
+                "tests/unit/leaderboard/test_sweep_board.py",
+            ),
+            mutants=(
+                # Matrix expansion, the ranking memo, the places (what starts, what is
+                # deleted), the status and the table (ranks, baseline, Pareto fronts); not
+                # the names and hashes of children.
+                "kyai.sweeps._cells.x_expand_*",
+                "kyai.sweeps._cells.x__cells_of_*",
+                "kyai.sweeps._cells.x__chosen_*",
+                "kyai.sweeps._cells.x__judges_*",
+                "kyai.sweeps._cells.x__variants_*",
+                "kyai.sweeps._cells.x__spec_problems_*",
+                "kyai.sweeps._memo.*",
+                "kyai.sweeps._schedule.*",
+                "kyai.sweeps._status.*",
+                "kyai.sweeps._table.*",
+            ),
+        ),
+        Group(
+            "serving",
+            "mutmut",
+            ("evaluation/_serving.py", "evaluation/_servermetrics.py"),
+            (
+                "tests/unit/evaluation/test_serving.py",
+                "tests/unit/evaluation/test_servermetrics.py",
+                "tests/unit/evaluation/test_guard_servermetrics.py",
+                "tests/unit/metrics/test_interval_and_serving.py",
+                "tests/integration/test_serving_figures.py",
+            ),
+            mutants=(
+                # The client's figures and the engine's (the scrapes' difference); not the
+                # command-line flags.
+                "kyai.evaluation._serving.x__round_*",
+                "kyai.evaluation._serving.x_timing_fields_*",
+                "kyai.evaluation._serving.x_distribution_*",
+                "kyai.evaluation._serving.x__rate_*",
+                "kyai.evaluation._serving.xǁServingRecorderǁ*",
+                "kyai.evaluation._serving.x_serving_note_*",
+                "kyai.evaluation._servermetrics.*",
+            ),
+            notes="api/serving.py holds pydantic models only (nothing mutmut mutates).",
+        ),
+        Group(
+            "baseline-gate",
+            "mutmut",
+            ("controllers/_baseline.py", "controllers/_thresholds.py", "compare.py"),
+            (
+                "tests/unit/controllers/test_non_inferiority.py",
+                "tests/unit/controllers/test_guard_thresholds.py",
+                "tests/unit/controllers/test_guard_baseline.py",
+                "tests/unit/controllers/test_rejudge_source.py",
+                "tests/unit/compare/test_compare.py",
+            ),
+            mutants=(
+                "kyai.controllers._baseline.*",
+                "kyai.controllers._thresholds.x_metric_gate_*",
+                "kyai.controllers._thresholds.x_combine_passed_*",
+                # compare.py: what `kyai compare` concludes about a margin and a level.
+                "kyai.compare.x__margin_*",
+                "kyai.compare.x__alpha_*",
+                "kyai.compare.x_same_run_*",
+                "kyai.compare.x_verdict_sentence_*",
+                "kyai.compare.x_non_inferiority_sentence_*",
+            ),
+            notes="threshold_condition (avgScore, maxErrorRate) is in the controller group.",
+        ),
         Group(
             "sandbox-child",
             "file",
@@ -247,6 +393,7 @@ GROUPS: dict[str, Group] = {
 ALIASES: dict[str, tuple[str, ...]] = {
     "evaluation": ("evaluation-scoring", "evaluation-client", "evaluation-store"),
     "graders": ("graders-mcq", "graders-math", "graders-python", "graders-sandbox"),
+    "last-round": ("stats", "gateway", "sweeps", "serving", "baseline-gate"),
 }
 
 
