@@ -245,14 +245,27 @@ def test_a_preempted_run_resumes_from_its_answers_with_the_same_scores(
     # Scores identical to an undisturbed run's (the high run's, and the rules' own).
     assert results["low"]["scores"] == results["high"]["scores"] == EXPECTED_SCORES
     assert results["low"]["errorCount"] == 0
-    # Every row asked once per run, plus at most the one in flight (concurrency 1) again.
+    # Every row asked once per run, plus at most the one in flight (concurrency 1) at each
+    # eviction of the low run's generation (the high run's generation Job evicts it; its
+    # judge Job may evict it once more), as Kueue counts them on the Job's Workload.
+    evictions = sum(
+        item.get("count", 0)
+        for found in kubectl.items("workloads.kueue.x-k8s.io", namespace)
+        if any(
+            owner.get("name") == "low-generate"
+            for owner in found["metadata"].get("ownerReferences") or []
+        )
+        for item in ((found.get("status") or {}).get("schedulingStats") or {}).get("evictions")
+        or []
+    )
+    assert 1 <= evictions <= 2, evictions
     asked = Counter(record.messages[-1]["content"] for record in double.requests_for("cand"))
     rows = {row["instruction"] for row in ROWS}
     counts = {
         row: sum(n for text, n in asked.items() if re.search(rf"{row}\b", text)) for row in rows
     }
     assert all(count >= 2 for count in counts.values()), counts
-    assert sum(count - 2 for count in counts.values()) <= 1, counts
+    assert sum(count - 2 for count in counts.values()) <= evictions, (counts, evictions)
 
 
 # -- a sweep of a served Workload in a queue of 2 GPUs ------------------------------------------
