@@ -237,6 +237,8 @@ class LeaseElector:
         except KubeError as exc:
             if exc.status != 409:
                 log.warning("Could not update the Lease: %s", exc)
+            elif self.leading:  # written by someone else since it was read: a failed renew
+                log.warning("Could not renew the Lease: it changed since it was read (409)")
             return False
         return self._won(written, started, acquired=not mine)
 
@@ -293,15 +295,22 @@ class LeaseElector:
             await asyncio.sleep(self.config.retry_seconds * random.uniform(1.0, JITTER_FACTOR))
 
     async def _attempt(self) -> bool:
-        """One try that never outlives the renew deadline (a hung request counts as failed)."""
-        limit = self.config.renew_deadline_seconds
+        """One try, abandoned after a retry period (a hung request counts as failed).
+
+        A renew that hangs (a connection the server no longer answers on) is cut after a
+        retry period, within what is left of the renew deadline, so that the next try, on a
+        new connection, still comes before the deadline: as client-go retries every retry
+        period until the renew deadline, never waiting on one request for all of it.
+        """
+        limit = max(self.config.retry_seconds, 1.0)
         if self.renewed_at is not None:
-            limit = max(0.0, self.renewed_at + limit - clock())
+            left = self.renewed_at + self.config.renew_deadline_seconds - clock()
+            limit = max(0.0, min(limit, left))
         try:
             async with asyncio.timeout(limit):
                 return await self.try_acquire_or_renew()
         except TimeoutError:
-            log.warning("The Lease's API call took longer than %.1f s", limit)
+            log.warning("The Lease's API call took longer than %.1f s: trying again", limit)
             return False
 
     async def keep(self) -> NoReturn:
@@ -310,6 +319,9 @@ class LeaseElector:
             await asyncio.sleep(self.config.retry_seconds)
             self.check()
             if not await self._attempt():
+                log.info(
+                    "A renew of the Lease failed; trying again in %g s", self.config.retry_seconds
+                )
                 self.check()
 
     def guard(self) -> None:
