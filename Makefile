@@ -122,10 +122,10 @@ podman-config:
 MUTATION_VENV ?= .venv-mutation
 MUTATION_ARGS ?=
 
-$(MUTATION_VENV)/.installed: pyproject.toml
+$(MUTATION_VENV)/.installed: pyproject.toml tools/devcluster/pyproject.toml tools/testing/pyproject.toml
 	$(PYTHON) -m venv $(MUTATION_VENV)
 	$(MUTATION_VENV)/bin/pip install --quiet --upgrade pip
-	$(MUTATION_VENV)/bin/pip install --quiet -e '.[dev,mutation]'
+	$(MUTATION_VENV)/bin/pip install --quiet -e '.[dev,mutation]' -e tools/devcluster -e tools/testing
 	touch $@
 
 mutation: $(MUTATION_VENV)/.installed

@@ -54,8 +54,11 @@ def serving(out: Path) -> dict[str, Any]:
     return block
 
 
-def within(value: float | None, target: float, share: float = 0.10) -> bool:
-    return value is not None and abs(value - target) <= share * target
+def within(value: float | None, target: float, share: float = 0.10, late: float = 0.35) -> bool:
+    """``value`` near ``target``: at most ``share`` under it (the server paces no faster), and
+    up to ``late`` over it (a busy machine wakes late; a figure computed wrongly — a TTFT that
+    is the whole answer's time, a per-chunk TPOT — is off by far more)."""
+    return value is not None and -share * target <= value - target <= max(share, late) * target
 
 
 async def test_ttft_tpot_and_e2e_follow_the_servers_pacing(tmp_path: Path) -> None:
