@@ -279,39 +279,51 @@ SETS = [f"set-{i}" for i in range(4)]
 ENGINE = "app.kubernetes.io/component=engine"
 
 
+def engine_args_set(
+    name: str, namespace: str, args: dict[str, Any], env: dict[str, str]
+) -> dict[str, Any]:
+    """A vLLM EngineArgsSet whose stand-in engine runs with ``env``."""
+    return {
+        "apiVersion": "kyai.io/v1alpha1",
+        "kind": "EngineArgsSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "framework": "vllm",
+            "args": args,
+            "env": [{"name": key, "value": value} for key, value in env.items()],
+        },
+    }
+
+
+def queued_workload(name: str, namespace: str, engine_args: str, **labels: str) -> dict[str, Any]:
+    """A served vLLM Workload (1 GPU) with the queue labels ``labels``."""
+    return labelled(
+        {
+            "apiVersion": "kyai.io/v1alpha1",
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "framework": "vllm",
+                "model": "Qwen/Qwen3-8B",
+                "resources": {"gpus": 1},
+                "engineArgsSetRef": {"name": engine_args},
+            },
+        },
+        **labels,
+    )
+
+
 def served_for_team(namespace: str) -> list[dict[str, Any]]:
     """Four vLLM EngineArgsSets and a served vLLM Workload (1 GPU) in the queue ``team``."""
-    group = "kyai.io/v1alpha1"
-    env = [{"name": "KYAI_STANDIN_ANSWER", "value": "Paris"},
-           {"name": "KYAI_STANDIN_LOAD_SECONDS", "value": "0"}]  # fmt: skip
+    env = {"KYAI_STANDIN_ANSWER": "Paris", "KYAI_STANDIN_LOAD_SECONDS": "0"}
     return [
         *(
-            {
-                "apiVersion": group,
-                "kind": "EngineArgsSet",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {
-                    "framework": "vllm",
-                    "args": {"max-model-len": 4096, "max-num-seqs": 8 * (index + 1)},
-                    "env": env,
-                },
-            }
+            engine_args_set(
+                name, namespace, {"max-model-len": 4096, "max-num-seqs": 8 * (index + 1)}, env
+            )
             for index, name in enumerate(SETS)
         ),
-        labelled(
-            {
-                "apiVersion": group,
-                "kind": "Workload",
-                "metadata": {"name": "served", "namespace": namespace},
-                "spec": {
-                    "framework": "vllm",
-                    "model": "Qwen/Qwen3-8B",
-                    "resources": {"gpus": 1},
-                    "engineArgsSetRef": {"name": SETS[0]},
-                },
-            },
-            **{QUEUE: "team"},
-        ),
+        queued_workload("served", namespace, SETS[0], **{QUEUE: "team"}),
     ]
 
 
@@ -417,34 +429,11 @@ def test_a_sweep_of_a_served_workload_keeps_to_the_gpu_quota(
 
 def served_engine(name: str, namespace: str, priority: str, ttft_ms: int) -> list[dict[str, Any]]:
     """A served vLLM Workload (1 GPU) in ``team`` at ``priority``, answering "Paris" slowly."""
-    group = "kyai.io/v1alpha1"
     env = {"KYAI_STANDIN_ANSWER": "Paris", "KYAI_STANDIN_LOAD_SECONDS": "0",
            "KYAI_STANDIN_TTFT_MS": str(ttft_ms)}  # fmt: skip
     return [
-        {
-            "apiVersion": group,
-            "kind": "EngineArgsSet",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "framework": "vllm",
-                "args": {"max-model-len": 4096},
-                "env": [{"name": key, "value": value} for key, value in env.items()],
-            },
-        },
-        labelled(
-            {
-                "apiVersion": group,
-                "kind": "Workload",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {
-                    "framework": "vllm",
-                    "model": "Qwen/Qwen3-8B",
-                    "resources": {"gpus": 1},
-                    "engineArgsSetRef": {"name": name},
-                },
-            },
-            **{QUEUE: "team", PRIORITY: priority},
-        ),
+        engine_args_set(name, namespace, {"max-model-len": 4096}, env),
+        queued_workload(name, namespace, name, **{QUEUE: "team", PRIORITY: priority}),
     ]
 
 
