@@ -22,30 +22,31 @@ from typing import Any
 
 import yaml
 
-#: Runs in lm-eval's interpreter: the built-in task's YAML path and the splits it reads.
+#: Runs in lm-eval's interpreter: each named built-in task's YAML path and the splits it reads
+#: (one JSON object per task, on one line; building lm-eval's task index takes seconds).
 _PROBE = r"""
 import json, sys
 from lm_eval.tasks import TaskManager
-name = sys.argv[1]
-entry = TaskManager().task_index.get(name)
-if entry is None:
-    print(json.dumps({"error": "unknown"}))
-    raise SystemExit(0)
-if isinstance(entry, dict):  # lm-eval < 0.4.10: a dict, the config read from the YAML
-    kind, path = str(entry.get("type")), entry.get("yaml_path")
-    from lm_eval import utils
-    config = utils.load_yaml_config(path, mode="simple") if kind == "task" else {}
-else:  # lm-eval >= 0.4.10: an Entry, its config with the includes resolved
-    kind, path, config = entry.kind.name.lower(), entry.yaml_path, entry.cfg or {}
-if kind != "task" or not path or path == -1:
-    print(json.dumps({"error": "kind", "kind": kind}))
-    raise SystemExit(0)
-print(json.dumps({
-    "yaml_path": str(path),
-    "splits": {k: config.get(k) for k in
-               ("training_split", "validation_split", "test_split", "fewshot_split")},
-    "num_fewshot": config.get("num_fewshot"),
-}))
+index = TaskManager().task_index
+def info(name):
+    entry = index.get(name)
+    if entry is None:
+        return {"error": "unknown"}
+    if isinstance(entry, dict):  # lm-eval < 0.4.10: a dict, the config read from the YAML
+        kind, path = str(entry.get("type")), entry.get("yaml_path")
+        from lm_eval import utils
+        config = utils.load_yaml_config(path, mode="simple") if kind == "task" else {}
+    else:  # lm-eval >= 0.4.10: an Entry, its config with the includes resolved
+        kind, path, config = entry.kind.name.lower(), entry.yaml_path, entry.cfg or {}
+    if kind != "task" or not path or path == -1:
+        return {"error": "kind", "kind": kind}
+    return {
+        "yaml_path": str(path),
+        "splits": {k: config.get(k) for k in
+                   ("training_split", "validation_split", "test_split", "fewshot_split")},
+        "num_fewshot": config.get("num_fewshot"),
+    }
+print(json.dumps({name: info(name) for name in sys.argv[1:]}))
 """
 
 
@@ -136,20 +137,35 @@ def probe_task(task: str, *, python: Sequence[str] | None = None) -> dict[str, o
         found = find_task_yaml(task)
         if found is not None:
             return found
-    command = [*(python or (sys.executable,)), "-c", _PROBE, task]
+    return probe_tasks([task], python=python)[task]
+
+
+def probe_tasks(
+    tasks: Sequence[str], *, python: Sequence[str] | None = None
+) -> dict[str, dict[str, object]]:
+    """What lm-eval knows of each built-in task, asked in one lm-eval interpreter.
+
+    Raises :class:`TaskError` naming the first task lm-eval does not have, or that is a group
+    or a tag rather than a single task.
+    """
+    command = [*(python or (sys.executable,)), "-c", _PROBE, *tasks]
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise TaskError(f"cannot ask lm-eval about task {task!r}: {' / '.join(tail)}")
-    info = json.loads(done.stdout.strip().splitlines()[-1])
-    if info.get("error") == "unknown":
-        raise TaskError(f"task {task!r}: lm-eval has no such task")
-    if info.get("error") == "kind":
         raise TaskError(
-            f"task {task!r} is a {info.get('kind')}, not a single task: --data-file derives "
-            "single tasks only (run each subtask on its own)"
+            f"cannot ask lm-eval about {', '.join(map(repr, tasks))}: {' / '.join(tail)}"
         )
-    return dict(info)
+    answers = json.loads(done.stdout.strip().splitlines()[-1])
+    for task in tasks:
+        info = answers[task]
+        if info.get("error") == "unknown":
+            raise TaskError(f"task {task!r}: lm-eval has no such task")
+        if info.get("error") == "kind":
+            raise TaskError(
+                f"task {task!r} is a {info.get('kind')}, not a single task: --data-file derives "
+                "single tasks only (run each subtask on its own)"
+            )
+    return {task: dict(answers[task]) for task in tasks}
 
 
 def derive_local_task(

@@ -12,16 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import shutil
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from kyai_devcluster import _forkserver
+
 Obj = dict[str, Any]
+logger = logging.getLogger(__name__)
 
 #: Global podman flags: crun refuses hybrid cgroups on some hosts, runc does not.
 PODMAN_RUNTIME = "runc"
@@ -131,18 +136,23 @@ class _ProcessHandle:
     async def stop(self, grace: float) -> None:
         if self.process.returncode is not None:
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            async with asyncio.timeout(grace):
-                await self.process.wait()
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            await self.process.wait()
+        await _stop_group(self.process.pid, grace, self.process.wait)
 
     async def exec(self, argv: list[str], timeout: float) -> tuple[int, str]:
         return await _run(argv, timeout, env=self.launch.env, cwd=self.cwd)
+
+
+async def _stop_group(pid: int, grace: float, wait: Callable[[], Awaitable[object]]) -> None:
+    """SIGTERM to the process group ``pid``, SIGKILL after ``grace`` seconds; until ``wait``."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    try:
+        async with asyncio.timeout(grace):
+            await wait()
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        await wait()
 
 
 async def _run(
@@ -211,10 +221,74 @@ class _FunctionHandle:
         return 126, "an entry function runs in the devcluster: nothing to exec into"
 
 
+class _ForkedHandle:
+    """A container forked by the fork server: signalled by its group, its exit reported."""
+
+    def __init__(
+        self,
+        pid: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        launch: Launch,
+        cwd: str,
+    ) -> None:
+        self.pid = pid
+        self.launch = launch
+        self.cwd = cwd
+        self._writer = writer
+        self._exit: Exit | None = None
+        self._waiter = asyncio.get_running_loop().create_task(self._wait_exit(reader))
+
+    async def _wait_exit(self, reader: asyncio.StreamReader) -> Exit:
+        try:
+            line = await reader.readline()
+            code = int(json.loads(line)["exit"]) if line else None
+        except (OSError, ValueError, KeyError):
+            code = None
+        finally:
+            self._writer.close()
+        if code is None:  # the server is gone: so is the child (it kills them when it goes)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+            code = -signal.SIGKILL
+        self._exit = Exit(128 - code if code < 0 else code)
+        return self._exit
+
+    async def wait(self) -> Exit:
+        return await asyncio.shield(self._waiter)
+
+    def running(self) -> bool:
+        return self._exit is None
+
+    async def stop(self, grace: float) -> None:
+        if self._exit is not None:
+            return
+        await _stop_group(self.pid, grace, self.wait)
+
+    async def exec(self, argv: list[str], timeout: float) -> tuple[int, str]:
+        return await _run(argv, timeout, env=self.launch.env, cwd=self.cwd)
+
+
 class ProcessRuntime:
-    """Containers as child processes of the devcluster (the fast default)."""
+    """Containers as child processes of the devcluster (the fast default).
+
+    ``kyai`` worker containers of this environment (:data:`_forkserver.COMMANDS`) are forked
+    from the fork server (:mod:`kyai_devcluster._forkserver`) unless
+    ``KYAI_DEVCLUSTER_FORK_SERVER=0``; a container it cannot start is executed instead.
+    """
 
     name = "process"
+
+    def __init__(self, *, fork_server: bool | None = None) -> None:
+        self.fork_server = _forkserver.enabled() if fork_server is None else fork_server
+
+    def _forkable(self, executable: str, argv: list[str]) -> bool:
+        if not self.fork_server or len(argv) < 2 or argv[1] not in _forkserver.COMMANDS:
+            return False
+        own = Path(sys.executable).parent / "kyai"
+        with contextlib.suppress(OSError):
+            return os.path.samefile(executable, own)
+        return False
 
     async def image_present(self, image: str) -> bool:
         return False  # only the kubelet's local-image patterns run
@@ -232,6 +306,16 @@ class ProcessRuntime:
         cwd = Path(launch.working_dir or launch.env.get("HOME", "/"))
         cwd.mkdir(parents=True, exist_ok=True)
         with launch.log_path.open("ab") as log:
+            if self._forkable(executable, argv):
+                try:
+                    server = await asyncio.to_thread(_forkserver.ForkServer.shared)
+                    pid, reader, writer = await server.start(
+                        executable, argv, launch.env, str(cwd), log.fileno()
+                    )
+                except (_forkserver.ForkServerError, OSError) as exc:
+                    logger.warning("fork server: %s; executing %s instead", exc, argv[0])
+                else:
+                    return _ForkedHandle(pid, reader, writer, launch, str(cwd))
             try:
                 process = await asyncio.create_subprocess_exec(
                     executable,
