@@ -132,13 +132,6 @@ def assert_all_succeeded_once(
     }
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known flake on this 2-core sandbox since 2026-12-04 08:50 (about 2 runs in 5): the "
-    "replica that takes the Lease over sometimes cannot renew it (its Lease requests hang for the "
-    "whole renew deadline while its reconciles go on) and exits, as it must; the cause is not "
-    "found yet (see the closing note of that day). The test still runs and says XPASS or XFAIL.",
-)
 def test_the_standby_takes_over_a_killed_leader(
     kubectl: Kubectl, double: LLMDouble, namespace: str, replicas: dict[str, Operator]
 ) -> None:
@@ -160,13 +153,6 @@ def test_the_standby_takes_over_a_killed_leader(
     assert_all_succeeded_once(kubectl, namespace, names, replicas[standby])
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known flake on this 2-core sandbox since 2026-12-04 08:50 (about 2 runs in 5): the "
-    "replica that takes the Lease over sometimes cannot renew it (its Lease requests hang for the "
-    "whole renew deadline while its reconciles go on) and exits, as it must; the cause is not "
-    "found yet (see the closing note of that day). The test still runs and says XPASS or XFAIL.",
-)
 def test_a_frozen_leader_that_resumes_stops_without_creating_anything(
     kubectl: Kubectl, double: LLMDouble, namespace: str, replicas: dict[str, Operator]
 ) -> None:
