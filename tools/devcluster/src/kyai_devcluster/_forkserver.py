@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import types
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,9 @@ def _child(request: dict[str, Any], log_fd: int) -> None:
         os.chdir(request["cwd"])
         unbuffered = bool(env.get("PYTHONUNBUFFERED"))
         sys.stdin = open(0, encoding="utf-8", closefd=False)
-        sys.stdout = open(1, "w", encoding="utf-8", closefd=False, buffering=1)
+        # As a fresh interpreter on a log file: stdout block-buffered, stderr line-buffered;
+        # both written through with PYTHONUNBUFFERED (as every worker pod sets it).
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
         sys.stderr = open(
             2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1
         )
@@ -142,6 +145,9 @@ def _child(request: dict[str, Any], log_fd: int) -> None:
         argv: list[str] = request["argv"]
         sys.argv = [request["executable"], *argv[1:]]
         sys.path[0] = os.path.dirname(request["executable"])  # a script's own directory
+        script = types.ModuleType("__main__")  # the console script, not this server
+        script.__file__ = request["executable"]
+        sys.modules["__main__"] = script
         from kyai.cli import main
 
         try:
