@@ -35,6 +35,7 @@ import yaml
 
 from kyai_devcluster import DevClusterThread
 from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
+from kyai_testing.kubectl_watch import json_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "default"
@@ -198,17 +199,8 @@ class RunWatch:
 
     def _read(self) -> None:
         assert self.process.stdout is not None
-        decoder = json.JSONDecoder()
-        buffer = ""
-        for line in self.process.stdout:
-            buffer += line
-            while buffer.strip():
-                try:
-                    obj, end = decoder.raw_decode(buffer.lstrip())
-                except ValueError:
-                    break  # the rest of this document is still to come
-                buffer = buffer.lstrip()[end:]
-                self.seen.put((f"EvaluationRun/{obj['metadata']['name']}", shown_phase(obj)))
+        for obj in json_documents(self.process.stdout):
+            self.seen.put((f"EvaluationRun/{obj['metadata']['name']}", shown_phase(obj)))
 
     def changes(self) -> list[tuple[str, str]]:
         """The states seen since the last call, in order."""

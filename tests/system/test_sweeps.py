@@ -40,6 +40,7 @@ from kyai.api import EvaluationRunStatus, EvaluationSweepStatus
 from kyai.cli import main as kyai_main
 from kyai_devcluster import DevClusterThread
 from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
+from kyai_testing.kubectl_watch import json_documents
 from system.helpers import Kubectl, Operator, pod_network_operator
 from system.test_operator import condition, phase_is, snapshot
 
@@ -193,18 +194,9 @@ class Watch:
 
     def _read(self) -> None:
         assert self._process.stdout is not None
-        decoder = json.JSONDecoder()
-        buffer = ""
-        for line in self._process.stdout:
-            buffer += line
-            while buffer.strip():
-                try:
-                    event, end = decoder.raw_decode(buffer.lstrip())
-                except json.JSONDecodeError:
-                    break
-                buffer = buffer.lstrip()[end:]
-                with self._lock:
-                    self.events.append((str(event["type"]), event["object"]))
+        for event in json_documents(self._process.stdout):
+            with self._lock:
+                self.events.append((str(event["type"]), event["object"]))
 
     def snapshot(self) -> list[tuple[str, dict[str, Any]]]:
         with self._lock:

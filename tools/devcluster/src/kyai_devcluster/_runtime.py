@@ -120,15 +120,29 @@ class Runtime(Protocol):
 # -- local processes -------------------------------------------------------------------------
 
 
-class _ProcessHandle:
-    def __init__(self, process: asyncio.subprocess.Process, launch: Launch, cwd: str) -> None:
-        self.process = process
+class _LocalHandle:
+    """A container that is a local process (executed or forked): exec runs beside it."""
+
+    def __init__(self, launch: Launch, cwd: str) -> None:
         self.launch = launch
         self.cwd = cwd
 
-    async def wait(self) -> Exit:
-        code = await self.process.wait()
+    @staticmethod
+    def _exit(code: int) -> Exit:
+        """A process's exit code as a container's (killed by signal n: 128 + n)."""
         return Exit(128 - code if code < 0 else code)
+
+    async def exec(self, argv: list[str], timeout: float) -> tuple[int, str]:
+        return await _run(argv, timeout, env=self.launch.env, cwd=self.cwd)
+
+
+class _ProcessHandle(_LocalHandle):
+    def __init__(self, process: asyncio.subprocess.Process, launch: Launch, cwd: str) -> None:
+        super().__init__(launch, cwd)
+        self.process = process
+
+    async def wait(self) -> Exit:
+        return self._exit(await self.process.wait())
 
     def running(self) -> bool:
         return self.process.returncode is None
@@ -137,9 +151,6 @@ class _ProcessHandle:
         if self.process.returncode is not None:
             return
         await _stop_group(self.process.pid, grace, self.process.wait)
-
-    async def exec(self, argv: list[str], timeout: float) -> tuple[int, str]:
-        return await _run(argv, timeout, env=self.launch.env, cwd=self.cwd)
 
 
 async def _stop_group(pid: int, grace: float, wait: Callable[[], Awaitable[object]]) -> None:
@@ -221,7 +232,7 @@ class _FunctionHandle:
         return 126, "an entry function runs in the devcluster: nothing to exec into"
 
 
-class _ForkedHandle:
+class _ForkedHandle(_LocalHandle):
     """A container forked by the fork server: signalled by its group, its exit reported."""
 
     def __init__(
@@ -232,11 +243,10 @@ class _ForkedHandle:
         launch: Launch,
         cwd: str,
     ) -> None:
+        super().__init__(launch, cwd)
         self.pid = pid
-        self.launch = launch
-        self.cwd = cwd
         self._writer = writer
-        self._exit: Exit | None = None
+        self._ended: Exit | None = None
         self._waiter = asyncio.get_running_loop().create_task(self._wait_exit(reader))
 
     async def _wait_exit(self, reader: asyncio.StreamReader) -> Exit:
@@ -251,22 +261,19 @@ class _ForkedHandle:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGKILL)
             code = -signal.SIGKILL
-        self._exit = Exit(128 - code if code < 0 else code)
-        return self._exit
+        self._ended = self._exit(code)
+        return self._ended
 
     async def wait(self) -> Exit:
         return await asyncio.shield(self._waiter)
 
     def running(self) -> bool:
-        return self._exit is None
+        return self._ended is None
 
     async def stop(self, grace: float) -> None:
-        if self._exit is not None:
+        if self._ended is not None:
             return
         await _stop_group(self.pid, grace, self.wait)
-
-    async def exec(self, argv: list[str], timeout: float) -> tuple[int, str]:
-        return await _run(argv, timeout, env=self.launch.env, cwd=self.cwd)
 
 
 class ProcessRuntime:
