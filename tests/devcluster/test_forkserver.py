@@ -61,22 +61,24 @@ async def both(tmp_path: Path, argv: list[str], **env: str) -> dict[str, tuple[E
     return seen
 
 
-GENERATE = [
-    "generate", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--dataset",
-    "rows.jsonl", "--generation-prompt", "Answer.", "--output", "out", "--max-retries", "0",
-]  # fmt: skip
+def generate(endpoint: str = "http://127.0.0.1:9/v1") -> list[str]:
+    """``kyai generate`` of the container's rows.jsonl against ``endpoint``, no retries."""
+    return [
+        "generate", "--endpoint", endpoint, "--model", "m", "--dataset", "rows.jsonl",
+        "--generation-prompt", "Answer.", "--output", "out", "--max-retries", "0",
+    ]  # fmt: skip
 
 
 async def test_the_environment_reaches_the_forked_worker_as_the_executed_one(
     tmp_path: Path,
 ) -> None:
-    without = await both(tmp_path / "a", [*GENERATE, "--api-key-env", "TEAM_KEY"])
+    without = await both(tmp_path / "a", [*generate(), "--api-key-env", "TEAM_KEY"])
     assert without["forked"] == without["executed"]
     assert without["forked"][0].code == 2
     assert "TEAM_KEY is not set" in without["forked"][1]
     # With the variable set, the key is accepted and the (unreachable) endpoint is next;
     # the dataset was found relative to the container's working directory.
-    given = await both(tmp_path / "b", [*GENERATE, "--api-key-env", "TEAM_KEY"], TEAM_KEY="k")
+    given = await both(tmp_path / "b", [*generate(), "--api-key-env", "TEAM_KEY"], TEAM_KEY="k")
     assert given["forked"] == given["executed"]
     assert given["forked"][0].code == 3
     assert "Cannot reach http://127.0.0.1:9/v1/models" in given["forked"][1]
@@ -121,8 +123,7 @@ async def test_sigterm_stops_a_forked_worker_within_its_grace(
     tmp_path: Path, silent_server: SilentServer
 ) -> None:
     port = silent_server.port
-    argv = [*GENERATE, "--request-timeout", "600"]
-    argv[argv.index("http://127.0.0.1:9/v1")] = f"http://127.0.0.1:{port}/v1"
+    argv = [*generate(f"http://127.0.0.1:{port}/v1"), "--request-timeout", "600"]
     codes = {}
     for tag, forked in (("forked", True), ("executed", False)):
         handle: Handle = await ProcessRuntime(fork_server=forked).start(launch(tmp_path, tag, argv))
@@ -140,7 +141,7 @@ async def test_a_child_whose_kubelet_connection_closes_is_killed(
     tmp_path: Path, silent_server: SilentServer
 ) -> None:
     port = silent_server.port
-    spec = launch(tmp_path, "orphan", [*GENERATE[:2], f"http://127.0.0.1:{port}/v1", *GENERATE[3:]])
+    spec = launch(tmp_path, "orphan", generate(f"http://127.0.0.1:{port}/v1"))
     server = await asyncio.to_thread(_forkserver.ForkServer.shared)
     with spec.log_path.open("ab") as log:
         pid, _reader, writer = await server.start(

@@ -44,6 +44,16 @@ class Runs:
         return self.runs.get(name)
 
 
+async def compare_cand(runs: Runs) -> tuple[Change, Any]:
+    """Run cand (two questions, one right) against its gate's baseline base."""
+    return await compare_with_baseline(runs, NS, "cand", gate(), status(judged([1.0, 0.0])))  # type: ignore[arg-type]
+
+
+def not_comparable(message: str) -> Change:
+    """The gate's verdict when no comparison can be made (the run still passes)."""
+    return Change(c.PASSED, False, c.NOT_COMPARABLE, message)
+
+
 def run(baseline: str | None, body: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = {"workloadRef": {"name": "w"}, "snapshotRef": {"name": "s"}}
     if baseline is not None:
@@ -55,7 +65,7 @@ async def test_a_baseline_waiting_for_a_run_that_does_not_exist_is_waited_for() 
     # cand -> base -> gone (missing): no circle; the run waits for base to succeed.
     runs = Runs(base=run("gone", {"phase": "Pending"}))
     with pytest.raises(Waiting) as waiting:
-        await compare_with_baseline(runs, NS, "cand", gate(), status(judged([1.0, 0.0])))  # type: ignore[arg-type]
+        await compare_cand(runs)
     assert waiting.value.reason == c.BASELINE_NOT_READY
     assert waiting.value.message == (
         "waiting for the baseline EvaluationRun base to succeed (it is Pending) before the "
@@ -66,11 +76,11 @@ async def test_a_baseline_waiting_for_a_run_that_does_not_exist_is_waited_for() 
 async def test_a_baseline_without_a_phase_is_pending_and_a_failed_one_says_so() -> None:
     runs = Runs(base=run(None, {}))
     with pytest.raises(Waiting) as waiting:
-        await compare_with_baseline(runs, NS, "cand", gate(), status(judged([1.0, 0.0])))  # type: ignore[arg-type]
+        await compare_cand(runs)
     assert "(it is Pending)" in waiting.value.message
     runs = Runs(base=run(None, {"phase": "Failed"}))
     with pytest.raises(Waiting) as waiting:
-        await compare_with_baseline(runs, NS, "cand", gate(), status(judged([1.0, 0.0])))  # type: ignore[arg-type]
+        await compare_cand(runs)
     assert (waiting.value.reason, waiting.value.message) == (
         c.BASELINE_FAILED,
         "the baseline EvaluationRun base failed (no message), so no comparison can be made: "
@@ -80,37 +90,31 @@ async def test_a_baseline_without_a_phase_is_pending_and_a_failed_one_says_so() 
 
 async def test_baselines_in_a_circle_are_named_in_order() -> None:
     runs = Runs(base=run("mid", judged([1.0, 0.0])), mid=run("cand", judged([1.0, 0.0])))
-    found, result = await compare_with_baseline(
-        runs,  # type: ignore[arg-type]
-        NS, "cand", gate(), status(judged([1.0, 0.0])),
-    )  # fmt: skip
+    found, result = await compare_cand(runs)
     assert result is None
-    assert found == Change(
-        c.PASSED, False, c.NOT_COMPARABLE,
+    assert found == not_comparable(
         "the baselines go round in a circle (cand -> base -> mid -> cand): each run would wait "
         "for the next; name a baseline that does not wait for this run",
-    )  # fmt: skip
+    )
 
 
 def test_other_keys_are_named_in_the_refusal() -> None:
     found, _ = non_inferiority(gate(), status(judged([1.0, 0.0], key="k1")),
                                status(judged([1.0, 0.0], key="k2")), run="cand")  # fmt: skip
-    assert found == Change(
-        c.PASSED, False, c.NOT_COMPARABLE,
+    assert found == not_comparable(
         "not compared with the baseline base: the comparison keys differ (this run k1, base "
         "k2); runs of different keys answer different questions (dataset, prompts, judge or "
         "scoring)",
-    )  # fmt: skip
+    )
 
 
 def test_runs_of_one_question_are_not_compared() -> None:
     found, result = non_inferiority(gate(), status(judged([1.0])), status(judged([0.0])), run="c")
     assert result is None
-    assert found == Change(
-        c.PASSED, False, c.NOT_COMPARABLE,
+    assert found == not_comparable(
         "not compared with base: baseline: 1 question(s); an interval or a test needs at "
         "least 2 (the sample standard deviation of fewer is undefined)",
-    )  # fmt: skip
+    )
 
 
 def test_a_metric_gate_word_for_word() -> None:

@@ -29,10 +29,14 @@ def two_cells(ns: Any, **fields: Any) -> EvaluationSweepSpec:
     return sweep
 
 
-def row_b(ns: Any, sweep: EvaluationSweepSpec) -> Any:
+def final_table(ns: Any, sweep: EvaluationSweepSpec) -> Any:
+    """The sweep's table once every cell is done."""
     states = cell_states(ns.sweep, ns.expand(sweep), ns.sweep_runs())
-    table = build_table(sweep, ns.expand(sweep), states, final=True)
-    (row,) = [row for row in table.rows if row.workload == "b"]
+    return build_table(sweep, ns.expand(sweep), states, final=True)
+
+
+def row_b(ns: Any, sweep: EvaluationSweepSpec) -> Any:
+    (row,) = [row for row in final_table(ns, sweep).rows if row.workload == "b"]
     return row
 
 
@@ -144,21 +148,30 @@ def _served(ns: Any, *workloads: str) -> None:
         ns.add_engine_args_set(name)
 
 
-def test_a_workload_baseline_with_several_sets_compares_set_with_set(ns: Any) -> None:
-    _served(ns, "a", "b")
+def set_sweep(ns: Any, baseline: dict[str, str], parallelism: int) -> EvaluationSweepSpec:
+    """Workloads a and b (added beforehand) times the sets e1 and e2 on a snapshot s, stepped."""
     ns.add_snapshot("s")
     sweep = EvaluationSweepSpec.model_validate(
         {"workloads": names("a", "b"), "engineArgsSets": names("e1", "e2"),
-         "snapshots": names("s"), "parallelism": 4, "baseline": {"workload": "a"}}
+         "snapshots": names("s"), "parallelism": parallelism, "baseline": baseline}
     )  # fmt: skip
     ns.step(sweep)
+    return sweep
+
+
+def deltas(table: Any) -> dict[tuple[str, str | None], float | None]:
+    return {(row.workload, row.engine_args_set): row.delta for row in table.rows}
+
+
+def test_a_workload_baseline_with_several_sets_compares_set_with_set(ns: Any) -> None:
+    _served(ns, "a", "b")
+    sweep = set_sweep(ns, {"workload": "a"}, parallelism=4)
     scores = {("a", "e1"): 30, ("a", "e2"): 20, ("b", "e1"): 31, ("b", "e2"): 25}
     for (workload, flags), right in scores.items():
         ns.succeed(ns.run_of(workload, "s", flags), ones(right), key="k")
-    states = cell_states(ns.sweep, ns.expand(sweep), ns.sweep_runs())
-    table = build_table(sweep, ns.expand(sweep), states, final=True)
-    deltas = {(row.workload, row.engine_args_set): row.delta for row in table.rows}
-    assert deltas[("b", "e1")] == 1 / 40 and deltas[("b", "e2")] == 5 / 40
+    table = final_table(ns, sweep)
+    found = deltas(table)
+    assert found[("b", "e1")] == 1 / 40 and found[("b", "e2")] == 5 / 40
     # The best cells are named with their EngineArgsSet.
     assert table.best and {choice.engine_args_set for choice in table.best} <= {"e1", "e2"}
 
@@ -166,37 +179,23 @@ def test_a_workload_baseline_with_several_sets_compares_set_with_set(ns: Any) ->
 def test_an_endpoint_baseline_is_the_baseline_of_every_set(ns: Any) -> None:
     ns.add_workload("a", endpoint=True)
     _served(ns, "b")
-    ns.add_snapshot("s")
-    sweep = EvaluationSweepSpec.model_validate(
-        {"workloads": names("a", "b"), "engineArgsSets": names("e1", "e2"),
-         "snapshots": names("s"), "parallelism": 3, "baseline": {"workload": "a"}}
-    )  # fmt: skip
-    ns.step(sweep)
+    sweep = set_sweep(ns, {"workload": "a"}, parallelism=3)
     ns.succeed(ns.run_of("a", "s"), ones(30), key="k")
     for flags, right in (("e1", 31), ("e2", 25)):
         ns.succeed(ns.run_of("b", "s", flags), ones(right), key="k")
-    states = cell_states(ns.sweep, ns.expand(sweep), ns.sweep_runs())
-    table = build_table(sweep, ns.expand(sweep), states, final=True)
-    deltas = {(row.workload, row.engine_args_set): row.delta for row in table.rows}
-    assert deltas[("b", "e1")] == 1 / 40 and deltas[("b", "e2")] == -5 / 40
+    found = deltas(final_table(ns, sweep))
+    assert found[("b", "e1")] == 1 / 40 and found[("b", "e2")] == -5 / 40
 
 
 def test_a_cell_without_the_named_baseline_set_says_so(ns: Any) -> None:
     # An endpoint Workload has no EngineArgsSet cell: nothing to compare it with.
     ns.add_workload("a", endpoint=True)
     _served(ns, "b")
-    ns.add_snapshot("s")
-    sweep = EvaluationSweepSpec.model_validate(
-        {"workloads": names("a", "b"), "engineArgsSets": names("e1", "e2"),
-         "snapshots": names("s"), "parallelism": 3, "baseline": {"engineArgsSet": "e1"}}
-    )  # fmt: skip
-    ns.step(sweep)
+    sweep = set_sweep(ns, {"engineArgsSet": "e1"}, parallelism=3)
     ns.succeed(ns.run_of("a", "s"), ones(30), key="k")
     for flags in ("e1", "e2"):
         ns.succeed(ns.run_of("b", "s", flags), ones(30), key="k")
-    states = cell_states(ns.sweep, ns.expand(sweep), ns.sweep_runs())
-    table = build_table(sweep, ns.expand(sweep), states, final=True)
-    (row,) = [row for row in table.rows if row.workload == "a"]
+    (row,) = [row for row in final_table(ns, sweep).rows if row.workload == "a"]
     assert row.delta is None
     assert row.note == (
         "endpoint Workload: engine-args sets do not apply (one cell without a set); no baseline "
