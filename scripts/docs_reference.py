@@ -9,14 +9,17 @@ only in the built site, never in Git, so they cannot go stale:
 * ``reference/cli.md``: every ``kyai`` command, subcommand and flag, from
   ``kyai.cli.build_parser()`` (argparse), with each command's exit statuses;
 * ``reference/metrics.md``: every Prometheus family the operator and the judge gateway
-  serve, from their registries (name, type, labels, help).
+  serve, from their registries (name, type, labels, help);
+* ``reference/engine-flags.md``: every option of every engine version the operator checks
+  EngineArgsSets against, from the flag tables of ``operator/kyai/engines/flags`` (kind,
+  negative form, default, choices).
 
 The operator's settings table is not generated here: it is committed in
 ``docs/reference/settings.md`` between markers, rewritten by ``make crds``
 (``python -m kyai.settings``) and checked by ``tests/unit/test_settings_table.py``.
 
-The functions are plain (``crd_page()``, ``cli_page()``, ``metrics_page()``), so the tests
-read the pages without running MkDocs.
+The functions are plain (``crd_page()``, ``cli_page()``, ``metrics_page()``,
+``engine_flags_page()``), so the tests read the pages without running MkDocs.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ PAGES: dict[str, str] = {
     "reference/crds.md": "Resources: every field",
     "reference/cli.md": "Command line: every command and flag",
     "reference/metrics.md": "Metrics: every series",
+    "reference/engine-flags.md": "Engine flags: every option of every version",
 }
 
 _GENERATED = (
@@ -351,12 +355,85 @@ def metrics_page() -> str:
     return "\n".join(lines)
 
 
+# -- engine flags: every option of every version, from the flag tables --------------------------
+
+
+def _flag_value(flag: Any) -> str:
+    """What an option takes, in a cell: its kind, negative form, type and choices."""
+    if flag.kind == "boolean":
+        if flag.negative:
+            return f"switch; off: {_code(flag.negative)}"
+        return "switch (no negative form)"
+    if flag.kind == "deprecated":
+        return "refused: " + _text(flag.message or "deprecated")
+    taken = {
+        "value": "a value",
+        "choice": "one of",
+        "list": "one or more values",
+        "any": "zero or more values",
+        "optional": "an optional value",
+        "append": "a value, repeatable",
+    }[flag.kind]
+    if flag.type and flag.type != "str":
+        taken += f" ({_text(flag.type)})"
+    if flag.choices:
+        taken += ": " + ", ".join(_code(str(choice)) for choice in flag.choices)
+    return taken
+
+
+def engine_flags_page() -> str:
+    """Every option of every engine version with a flag table."""
+    from kyai.engines import ENGINES, engine_tables
+
+    lines = [
+        f"# {PAGES['reference/engine-flags.md']}",
+        "",
+        _GENERATED.format(source="the flag tables of operator/kyai/engines/flags"),
+        "An EngineArgsSet's `args` are checked against the table of the engine version its "
+        "Workloads run (the version in the image's tag; the default image's when none names "
+        "another): an option that is not below is refused, naming the nearest one; a value "
+        "outside an option's choices is refused, naming them; `false` on a switch renders its "
+        "negative form, nothing when the switch is off by default (the status says so), and "
+        "is refused when the engine cannot turn it off. A version without a table is checked "
+        "against the newest table, as warnings. `spec.extraArgs` pass unchecked. "
+        "The tables are written by `make engine-flags` from the engines' own parsers "
+        "(`scripts/engine_flags`); each names its source.",
+        "",
+        "| engine | version | default image | options | source |",
+        "|---|---|---|---|---|",
+    ]
+    for name, engine in ENGINES.items():
+        for table in engine_tables(name):
+            default = _code(engine.default_image) if engine.table().table == table else ""
+            lines.append(
+                f"| {name} | {table.version} | {default} | {len(table.flags)} | "
+                f"{_text(table.source)} |"
+            )
+    for name in ENGINES:
+        for table in reversed(engine_tables(name)):
+            lines += [
+                "",
+                f"## {table.engine} {table.version}",
+                "",
+                "| option | other spellings | takes | default |",
+                "|---|---|---|---|",
+            ]
+            for flag in table.flags:
+                others = ", ".join(_code(alias) for alias in flag.aliases)
+                default = "" if flag.default is None else _code(json.dumps(flag.default))
+                lines.append(
+                    f"| {_code(flag.option)} | {others} | {_flag_value(flag)} | {default} |"
+                )
+    return "\n".join(lines)
+
+
 # -- the hook -----------------------------------------------------------------------------------
 
 GENERATORS = {
     "reference/crds.md": crd_page,
     "reference/cli.md": cli_page,
     "reference/metrics.md": metrics_page,
+    "reference/engine-flags.md": engine_flags_page,
 }
 
 

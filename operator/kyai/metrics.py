@@ -4,9 +4,10 @@ The per-run series are produced at scrape time from the runs the operator curren
 so the series of a deleted run disappear with it. Labels are bounded: one series per run
 (and per error kind), never per question or request.
 
-The serving distributions (TTFT, TPOT, E2E; the client's and the engine's) are summaries, one
-per run: its quantiles, and ``_count``/``_sum`` only where the status counts the observations
-(E2E). The exposition passes ``promtool check metrics`` (tests/unit/metrics/test_promtool.py).
+The serving distributions (TTFT, TPOT, ITL, E2E; the client's and, beside them, the engine's)
+are summaries, one per run: its quantiles, and ``_count``/``_sum`` only where the status
+counts the observations (E2E). The exposition passes ``promtool check metrics``
+(tests/unit/metrics/test_promtool.py).
 
 The operator's own series (``kyai_operator_*``): build info, reconciles per kind and
 result, their errors and durations, and the standard ``process_*`` collector.
@@ -66,12 +67,18 @@ QUANTILES: tuple[tuple[str, str], ...] = (("0.5", "p50"), ("0.9", "p90"), ("0.99
 SERVING_FIGURES: tuple[tuple[str, str, str], ...] = (
     ("ttft", "ttft", "time to first token"),
     ("tpot", "tpot", "time per output token after the first"),
+    (
+        "itl",
+        "itl",
+        "inter-token latency (the gaps between successive streamed chunks, as vllm bench serve "
+        "counts them, or between tokens inside the engine)",
+    ),
     ("e2e", "e2e", "end-to-end request latency"),
 )
 #: The one distribution whose observations the status counts: E2E, one per answer (the
 #: client's ``requests``; the engine's ``requests`` is its E2E histogram's count). TTFT and
-#: TPOT have fewer (no first token, fewer than two tokens) and no count in the status, so
-#: their summaries carry quantiles only, never a made-up ``_count``.
+#: TPOT have fewer (no first token, fewer than two tokens), ITL one per gap, and the status
+#: counts none of them, so their summaries carry quantiles only, never a made-up ``_count``.
 COUNTED_FIGURE = "e2e"
 
 
@@ -340,7 +347,7 @@ def serving_summary(runs: list[RunView], source: str, figure: str) -> SummaryMet
 
 
 def serving_families(runs: list[RunView]) -> Iterator[Metric]:
-    """TTFT, TPOT and E2E summaries (client and engine), output tokens/s, GPU-seconds."""
+    """TTFT, TPOT, ITL and E2E summaries (client and engine), output tokens/s, GPU-seconds."""
     for source, _, _, _ in SERVING_SOURCES:
         for figure, _, _ in SERVING_FIGURES:
             yield serving_summary(runs, source, figure)

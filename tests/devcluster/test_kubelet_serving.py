@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +37,13 @@ def deployment(name: str, container: dict[str, Any], **spec: Any) -> dict[str, A
 
 
 async def only_pod(api: Api, app: str) -> dict[str, Any]:
-    listing = await api.wait_for(f"{NS}/pods", lambda items: len(items["items"]) == 1, timeout=20)
-    pods = [p for p in listing["items"] if p["metadata"]["labels"].get("app") == app]
-    assert len(pods) == 1
-    return pods[0]  # type: ignore[no-any-return]
+    """The one pod of the Deployment ``app`` (its label ``app``)."""
+
+    def of_app(listing: dict[str, Any]) -> list[dict[str, Any]]:
+        return [p for p in listing["items"] if p["metadata"]["labels"].get("app") == app]
+
+    listing = await api.wait_for(f"{NS}/pods", lambda items: len(of_app(items)) == 1, timeout=20)
+    return of_app(listing)[0]
 
 
 def ready(pod: dict[str, Any]) -> bool:
@@ -200,6 +205,42 @@ async def test_engine_images_run_the_stand_in_with_their_command_line(tmp_path: 
             "vllm", "serve", "Qwen/Qwen3-8B", "--host", "0.0.0.0", "--port", "8000"
         ]  # fmt: skip
         assert record["host"] == served["status"]["podIP"]
+
+
+async def test_the_stand_in_imitates_the_version_the_image_names(tmp_path: Path) -> None:
+    # --swap-space is an option of vLLM 0.11.0 and not of 0.32.0: the stand-in of each
+    # image's version takes or refuses it as that release's parser does.
+    engine = {
+        "command": ["vllm", "serve"],
+        "args": ["org/m", "--host", "0.0.0.0", "--port", "8000", "--swap-space", "4"],
+        "env": [{"name": "KYAI_STANDIN_LOAD_SECONDS", "value": "0"}],
+        "readinessProbe": {"tcpSocket": {"port": 8000}, "periodSeconds": 1},
+    }
+    async with (
+        DevCluster(workdir=tmp_path / "work") as cluster,
+        aiohttp.ClientSession() as session,
+    ):
+        api = Api(session, cluster.url)
+        old = {**engine, "image": "vllm/vllm-openai:v0.11.0"}
+        await api.ok("POST", DEPLOYMENTS, deployment("old", old))
+        name = (await only_pod(api, "old"))["metadata"]["name"]
+        served = await api.wait_for(f"{NS}/pods/{name}", ready, timeout=30)
+        url = f"http://{served['status']['podIP']}:8000/version"
+        async with session.get(url) as response:
+            assert (await response.json()) == {"version": "0.11.0"}
+        new = {**engine, "image": "vllm/vllm-openai:v0.32.0"}
+        await api.ok("POST", DEPLOYMENTS, deployment("new", new))
+        name = (await only_pod(api, "new"))["metadata"]["name"]
+
+        async def refused() -> str | None:
+            status, log = await api.get(f"{NS}/pods/{name}/log")
+            found = "unrecognized arguments: --swap-space 4" in log
+            return log if status == 200 and found else None
+
+        deadline = time.monotonic() + 30
+        while (log := await refused()) is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert log is not None, "the 0.32.0 stand-in did not refuse --swap-space"
 
 
 async def test_pods_get_their_service_account_token(api: Api, cluster: DevCluster) -> None:

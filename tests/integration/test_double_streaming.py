@@ -93,6 +93,31 @@ async def test_no_usage_chunk_unless_asked_and_the_pacing_is_kept() -> None:
     assert 0.4 <= whole_s < 0.65  # a whole answer takes as long as the stream
 
 
+async def test_events_per_write_sends_the_tokens_in_groups_the_engine_times_each() -> None:
+    """Three token events per write: the client reads them together (when the group's last
+    token is due), while the engine's histograms still see one token every 50 ms."""
+    async with LLMDouble(
+        models=[ModelSpec("cand")],
+        rules=[Rule(content="a" * 20)],  # five tokens: writes of (role, 1, 2, 3) and (4, 5)
+        ttft_s=0.1,
+        token_s=0.05,
+        events_per_write=3,
+    ) as double:
+        _, events, times = await read_events(double, {**BODY, "stream": True})
+        text = await get(f"{double.url}/metrics")
+    assert len(events) == 1 + 5 + 1  # the role, five tokens, [DONE]
+    first, second = times[:4], times[4:6]
+    assert max(first) - min(first) < 0.02 and max(second) - min(second) < 0.02
+    assert first[0] >= 0.1 + 2 * 0.05  # the first group goes when its third token is due
+    assert second[0] - first[-1] >= 2 * 0.05 - 0.01
+    samples = {
+        s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
+    }
+    gaps = samples["vllm:inter_token_latency_seconds_count"]
+    assert gaps == 4.0
+    assert 0.045 <= samples["vllm:inter_token_latency_seconds_sum"] / gaps < 0.05 + 0.03
+
+
 @pytest.mark.parametrize(
     ("kind", "outcome"), [("short_body", "payload error"), ("cut_json", "cut event")]
 )
@@ -168,7 +193,8 @@ def test_command_line_pacing_and_stream_mode() -> None:
 
 
 @pytest.mark.parametrize(
-    "options", [{"ttft_s": -1.0}, {"token_s": -0.1}, {"stream_mode": "sometimes"}]
+    "options",
+    [{"ttft_s": -1.0}, {"token_s": -0.1}, {"stream_mode": "sometimes"}, {"events_per_write": 0}],
 )
 def test_bad_pacing_settings_are_refused(options: dict[str, Any]) -> None:
     with pytest.raises(DoubleConfigError, match=next(iter(options))):

@@ -237,7 +237,8 @@ def test_kyai_generate_answers_every_row(
     assert [row["content"] for row in rows] == ["Paris", "Shakespeare", "OK"]
     assert {row["served_model"] for row in rows} == {served_model_name(spec)}
     assert all(row["max_tokens"] < window for row in rows)
-    thinking = [row["reasoning_content"] for row in rows]
+    # vLLM (0.34, the default image) answers `reasoning`, SGLang `reasoning_content`.
+    thinking = [row["reasoning"] or row["reasoning_content"] for row in rows]
     # Only the vLLM case's EngineArgsSet enables a reasoning parser.
     assert all(thinking) if framework == "vllm" else not any(thinking)
     printed = capsys.readouterr()
@@ -254,18 +255,27 @@ def test_context_overflow_is_refused_in_the_engine_wording(
     prompt = count_prompt_tokens(messages)
     body = {"model": served_model_name(spec), "messages": messages, "max_tokens": window}
     answer = httpx.post(server.url + "/v1/chat/completions", json=body)
-    if framework == "trtllm":
-        # The PyTorch backend does not check max_tokens: generation stops at max_seq_len.
+    if framework in ("trtllm", "vllm"):
+        # TensorRT-LLM's PyTorch backend does not check max_tokens: generation stops at
+        # max_seq_len. vLLM 0.32 on (the default image is 0.34) clamps it likewise.
         assert answer.status_code == 200
         assert answer.json()["usage"]["completion_tokens"] <= window - prompt
+    if framework == "trtllm":
         return
+    if framework == "vllm":
+        # max_tokens alone over the window is refused, in 0.32's words.
+        answer = httpx.post(
+            server.url + "/v1/chat/completions", json={**body, "max_tokens": window + 1}
+        )
+        assert answer.status_code == 400
+        message = answer.json()["error"]["message"]
+        assert message == (
+            f"max_tokens={window + 1} cannot be greater than max_model_len={window}. Please "
+            f"request fewer output tokens. (parameter=max_tokens, value={window + 1})"
+        )
     assert answer.status_code == 400
     payload = answer.json()
-    if framework == "vllm":
-        message = payload["error"]["message"]
-        assert message.startswith("'max_tokens' or 'max_completion_tokens' is too large")
-        assert f"maximum context length is {window} tokens" in message
-    elif framework == "sglang":
+    if framework == "sglang":
         message = payload["message"]
         assert payload["object"] == "error" and payload["code"] == 400
         assert f"maximum context length of {window} tokens" in message
@@ -288,11 +298,13 @@ def test_reasoning_parser_adds_reasoning_content(running: tuple[str, Running]) -
         "message"
     ]
     assert message["content"] == "Paris"
-    # Only the vLLM case's EngineArgsSet enables a reasoning parser.
+    # Only the vLLM case's EngineArgsSet enables a reasoning parser; vLLM after 0.11 (the
+    # default image is 0.34) calls the field `reasoning`.
     if framework == "vllm":
-        assert message["reasoning_content"] == "Let me think about this briefly."
-    else:
+        assert message["reasoning"] == "Let me think about this briefly."
         assert "reasoning_content" not in message
+    else:
+        assert "reasoning_content" not in message and "reasoning" not in message
 
 
 def test_metrics_are_served_as_the_engine_serves_them(running: tuple[str, Running]) -> None:
@@ -369,9 +381,11 @@ def test_vllm_spellings_defaults_and_refusals() -> None:
     two = parse(["vllm", "serve", "org/m", "--served-model-name", "a", "b", "--api-key", "k"])
     assert two.served_names == ("a", "b") and two.api_keys == ("k",)
     assert parse(["vllm", "serve", "org/m", "--no-enforce-eager"]).engine == "vllm"
+    # vLLM 0.11 refused --model with `vllm serve`; 0.32 on moves it to the positional model.
     with pytest.raises(StandinUsageError) as refused:
-        parse(["vllm", "serve", "--model", "org/m"])
+        parse(["vllm", "serve", "--model", "org/m"], KYAI_STANDIN_ENGINE_VERSION="0.11.0")
     assert refused.value.exit_code == 1 and "positional argument" in refused.value.output
+    assert parse(["vllm", "serve", "--model", "org/m"]).model == "org/m"
     with pytest.raises(StandinUsageError) as typed:
         parse(["vllm", "serve", "org/m", "--port", "http"])
     assert typed.value.exit_code == 2
@@ -382,11 +396,18 @@ def test_sglang_requires_the_model_and_refuses_deprecated_flags() -> None:
     with pytest.raises(StandinUsageError) as missing:
         parse(["python3", "-m", "sglang.launch_server", "--port", "8000"])
     assert "the following arguments are required: --model-path" in missing.value.output
+    # SGLang 0.5.3 refused its deprecated MoE flags with their help text; 0.5.23 has none.
+    sglang_053 = {"KYAI_STANDIN_ENGINE_VERSION": "0.5.3"}
+    enable_ep_moe = ["python3", "-m", "sglang.launch_server", "--model", "m", "--enable-ep-moe"]
     with pytest.raises(StandinUsageError) as deprecated:
-        parse(["python3", "-m", "sglang.launch_server", "--model", "m", "--enable-ep-moe"])
+        parse(enable_ep_moe, **sglang_053)
     assert deprecated.value.exit_code == 1 and "--enable-ep-moe is deprecated" in (
         deprecated.value.output
     )
+    with pytest.raises(StandinUsageError) as removed:
+        parse(enable_ep_moe)
+    assert removed.value.exit_code == 2
+    assert "unrecognized arguments: --enable-ep-moe" in removed.value.output
     config = parse(
         ["python3", "-m", "sglang.launch_server", "--model", "m", "--allow-auto-truncate"]
     )

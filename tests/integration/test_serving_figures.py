@@ -147,6 +147,40 @@ def test_client_and_engine_figures_agree_on_loopback(
     assert history[-1]["serving"] == block
 
 
+def test_events_batched_in_reads_show_as_vllm_bench_counts_them_beside_the_engines_itl(
+    llm_double_thread: Any, dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Five events per write (the role chunk and four tokens, then four and four ...): every
+    event is timed on its own, as vllm bench's client times it, so the client's ITL
+    distribution is mostly the time between events of one read (tiny, never 0) while the
+    engine's own ITL stays the pacing (10 ms): both stand side by side in the block and on the
+    result line. Timed per read (before), the client's p50 was exactly 0.0."""
+    double = llm_double_thread(
+        models=[ModelSpec("cand")],
+        rules=[Rule(content=ANSWER)],
+        ttft_s=0.02,
+        token_s=0.01,
+        events_per_write=4,
+    )
+    out = tmp_path / "out"
+    assert (
+        main(generate_args(double.url, dataset, out, "--server-metrics", f"{double.url}/metrics"))
+        == 0
+    )
+    block = run_serving(out)
+    client, engine = block["itl_ms"], block["server"]["itl_ms"]
+    assert 0.0 < client["p50"] < 2.0, client  # three gaps in four are inside one read
+    assert 8.0 <= engine["mean"] < 10.0 + 5.0, engine  # the engine stamps each token when due
+    # The gaps add up to the time between the first and last choice chunk: per answer, the
+    # mean ITL is (E2E - TTFT) / gaps, 20 gaps (the role chunk's and 19 tokens') for 20 tokens.
+    stored = [json.loads(line) for line in (out / "generations.jsonl").read_text().splitlines()]
+    for record in stored:
+        expected = (record["latency_ms"] - record["ttft_ms"]) / 20
+        assert record["itl_ms_mean"] == pytest.approx(expected, abs=0.01), record
+    line = capsys.readouterr().err
+    assert f"itl_p50_ms={client['p50']:.1f} engine_itl_p50_ms={engine['p50']:.1f}" in line
+
+
 def test_unreachable_metrics_warn_and_the_run_goes_on(
     dataset: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

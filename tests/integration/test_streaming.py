@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 from kyai.datasets import Dataset, load_dataset
-from kyai.evaluation import CandidateConfig, JudgeConfig, RetryPolicy, generate, judge
+from kyai.evaluation import (
+    CandidateConfig,
+    ChatClient,
+    JudgeConfig,
+    RetryPolicy,
+    generate,
+    judge,
+)
 from kyai_testing import ChatRequest, LLMDouble, ModelSpec, Rule, substring_judge
 
 GEN_PROMPT = "Answer with the bare answer only."
@@ -102,6 +109,36 @@ async def test_ttft_tpot_and_e2e_follow_the_servers_pacing(tmp_path: Path) -> No
     assert statistics.median(r["ttft_ms"] for r in stored) == pytest.approx(
         block["ttft_ms"]["p50"], abs=1e-3
     )
+
+
+async def test_events_in_one_write_are_timed_one_by_one_as_vllm_bench_does() -> None:
+    """The server writes its role chunk and four tokens at once, then four more: the client
+    (aiohttp, as ``kyai generate`` sends) times each event as vllm bench's ``openai-chat``
+    client does, so the answer has one gap per choice chunk after the first: 8 here, tiny
+    within a write and the whole wait between writes, none zero and none dropped. (Timed per
+    read, the role chunk and the events after the first of a read were lost in one shared
+    time: 7 gaps, 6 of them exactly 0.)"""
+    async with LLMDouble(
+        models=[ModelSpec("cand")],
+        rules=[Rule(content="abcd" * 8)],  # 8 tokens
+        ttft_s=0.05,
+        token_s=0.02,
+        events_per_write=4,
+    ) as double:
+        async with ChatClient(double.url) as client:
+            result = await client.chat(
+                "cand", [{"role": "user", "content": "hi"}], max_tokens=50, stream=True
+            )
+    assert result.streamed and result.content == "abcd" * 8
+    assert (result.text_chunks, result.usage and result.usage["completion_tokens"]) == (8, 8)
+    gaps = list(result.itl_ms)
+    assert len(gaps) == 8, gaps  # the role chunk, then 8 tokens: 9 choice chunks
+    assert all(gap > 0.0 for gap in gaps), gaps
+    within = gaps[:4] + gaps[5:]  # role..4th token, 5th..8th: one write each
+    assert max(within) < 10.0, gaps
+    assert 4 * 20.0 - 5.0 <= gaps[4] < 4 * 20.0 + 80.0, gaps  # the wait for the second write
+    assert result.ttft_ms is not None and result.ttft_ms >= 50.0 + 3 * 20.0 - 5.0
+    assert result.latency_ms == pytest.approx(result.ttft_ms + sum(gaps), abs=1e-6)
 
 
 def varied_rules() -> list[Rule]:

@@ -174,3 +174,19 @@ def test_the_hook_adds_the_pages_and_refuses_a_committed_copy() -> None:
     committed = Files([File("reference/cli.md", str(ROOT / "docs"), "/nowhere", False)])
     with pytest.raises(ValueError, match=r"docs/reference/cli.md exists in Git"):
         config.plugins.on_files(committed, config=config)
+
+
+def test_every_option_of_every_table_is_on_the_engine_flags_page() -> None:
+    from kyai.engines import ENGINES, engine_tables
+
+    page = str(hook.engine_flags_page())
+    for name in ENGINES:
+        for table in engine_tables(name):
+            part = section(page, f"## {name} {table.version}")
+            for flag in table.flags:
+                assert f"| `{flag.option}` |" in part, (name, table.version, flag.option)
+    vllm = section(page, "## vllm 0.32.0")
+    assert "switch; off: `--no-enable-prefix-caching`" in row(vllm, "--enable-prefix-caching")
+    assert "one of: `auto`, `bfloat16`" in row(vllm, "--dtype")
+    assert "| `-tp` |" in row(vllm, "--tensor-parallel-size")
+    assert "vllm/vllm-openai:v0.34.0" in page

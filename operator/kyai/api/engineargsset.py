@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from kyai.api._base import KyaiModel, StatusBase
-from kyai.engines import ENGINES, framework_list
+from kyai.engines import ENGINES, framework_list, owned_flags_used
 from kyai.engines import canonical_flag as canonical_flag
 
 if TYPE_CHECKING:
@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 else:  # the engines registry names the frameworks (and so the CRD's enum)
     Framework = Literal[tuple(ENGINES)]
 
-#: Scalar flag values; ``true`` is a bare flag, ``false`` leaves the flag out.
+#: Flag values: a scalar, a list (the flag once, then each value) or an object (JSON).
 ArgScalar = str | int | float | bool
-ArgValue = ArgScalar | list[str | int | float]
+ArgValue = ArgScalar | list[str | int | float] | dict[str, Any]
 
 #: Flags the operator sets itself, per framework, in their canonical (dashed) form.
 OWNED_FLAGS: dict[str, frozenset[str]] = {
@@ -52,11 +52,19 @@ class EngineArgsSetSpec(KyaiModel):
             },
         ),
     ]
-    """Flag → value, without leading dashes (``tensor-parallel-size: 2``). ``true`` renders a
-    bare flag, ``false`` leaves it out, a list renders the flag once followed by each value.
-    Flags the operator owns (host, port, model, served model name) are refused."""
+    """Flag → value, without leading dashes (``tensor-parallel-size: 2``; ``_`` and ``-``
+    are the same). Each flag is checked against the flag table of the engine version its
+    Workloads run (unknown flags, values outside a flag's choices and values of the wrong
+    kind are refused) and rendered in the engine's own spelling. ``true`` renders the switch;
+    ``false`` its negative form (vLLM's ``--no-X``), nothing when the switch is off by
+    default (the status says so), and is refused when the engine cannot turn it off. A list
+    renders the flag once followed by each value (or the flag once per value, for options
+    the engine repeats); an object renders as JSON (vLLM's ``compilation-config``). Flags the
+    operator owns (host, port, model, served model name) are refused."""
     extra_args: list[str] = Field(default_factory=list)
-    """Arguments appended verbatim after the generated ones."""
+    """Arguments appended verbatim after the generated ones, never checked: the escape hatch
+    for what the flag tables cannot express (a flag of a build newer than the tables, an
+    engine's positional arguments)."""
     env: list[EnvVar] = Field(default_factory=list)
     """Environment variables of the engine container."""
 
@@ -72,21 +80,19 @@ class EngineArgsSetSpec(KyaiModel):
                     for item in value
                 ):
                     raise ValueError(f"args.{name}: a list may hold only strings and numbers")
+            elif isinstance(value, dict):
+                if not all(isinstance(key, str) for key in value):
+                    raise ValueError(f"args.{name}: an object's keys must be strings")
             elif value is None or not isinstance(value, str | int | float | bool):
                 raise ValueError(
-                    f"args.{name}: must be a string, number, boolean or list, not "
+                    f"args.{name}: must be a string, number, boolean, list or object, not "
                     f"{type(value).__name__}"
                 )
         return args
 
     def owned_flags_used(self) -> list[str]:
         """The flags in ``args`` or ``extra_args`` that the operator sets itself."""
-        owned = OWNED_FLAGS[self.framework]
-        used = [name for name in self.args if canonical_flag(name) in owned]
-        for arg in self.extra_args:
-            if arg.startswith("-") and canonical_flag(arg.split("=", 1)[0]) in owned:
-                used.append(arg.split("=", 1)[0])
-        return used
+        return owned_flags_used(self, OWNED_FLAGS[self.framework])
 
 
 EngineArgsSetPhase = Literal["Ready", "Invalid"]

@@ -31,6 +31,7 @@ from kyai.builders._common import (
 from kyai.builders.queue import queue_labels
 from kyai.builders.workload import (
     engine_args_hash,
+    engine_image,
     engine_pod_spec,
     workload_labels,
     workload_selector,
@@ -128,7 +129,7 @@ def workload_leader_worker_set(
     parallel sizes that do not use the group's GPUs) for flags the group cannot run.
     """
     _check(spec)
-    commands = engine_group_commands(spec, eas_spec)
+    commands = engine_group_commands(spec, eas_spec, image=engine_image(spec, settings))
     queue = queue_labels(owner or {}, settings.default_queue_name)
     labels = {**workload_labels(name, spec), **queue}
     pod_spec = engine_pod_spec(spec, eas_spec, settings)

@@ -174,11 +174,12 @@ def _volumes(spec: WorkloadSpec) -> tuple[list[dict[str, Any]], list[dict[str, A
 def _engine_container(
     spec: WorkloadSpec, eas_spec: EngineArgsSetSpec | None, settings: OperatorSettings
 ) -> dict[str, Any]:
-    command = engine_command(spec, eas_spec)
+    image = engine_image(spec, settings)
+    command = engine_command(spec, eas_spec, image=image)
     volumes_mounts = _volumes(spec)[1]
     container: dict[str, Any] = {
         "name": ENGINE_CONTAINER,
-        "image": spec.image or settings.engine_image(spec.engine),
+        "image": image,
         "imagePullPolicy": spec.image_pull_policy,
         "command": command.command,
         "args": command.args,
@@ -192,6 +193,11 @@ def _engine_container(
     if not container["env"]:
         del container["env"]
     return container
+
+
+def engine_image(spec: WorkloadSpec, settings: OperatorSettings) -> str:
+    """The image a Workload's engine runs: ``spec.image``, else the operator's default."""
+    return spec.image or settings.engine_image(spec.engine)
 
 
 def _check(spec: WorkloadSpec) -> None:
@@ -324,6 +330,7 @@ __all__ = [
     "SHM_VOLUME",
     "EngineArgsError",
     "engine_args_hash",
+    "engine_image",
     "engine_name",
     "engine_pod_spec",
     "startup_failure_threshold",

@@ -25,6 +25,11 @@ STALLED = "Stalled"
 # Reasons (CamelCase, one vocabulary for all kinds).
 INVALID_SPEC = "InvalidSpec"
 OWNED_FLAG = "OwnedFlag"
+#: An EngineArgsSet's flag the engine version's table refuses (unknown, bad value, a false
+#: the engine cannot honour).
+INVALID_FLAGS = "InvalidFlags"
+#: Flags checked against another version's table (the image's version has none): warnings.
+UNCHECKED_FLAGS = "UncheckedFlags"
 VALID = "Valid"
 ENGINE_ARGS_NOT_FOUND = "EngineArgsSetNotFound"
 ENGINE_ARGS_INVALID = "EngineArgsSetInvalid"

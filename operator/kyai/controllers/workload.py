@@ -30,6 +30,7 @@ from kyai.api.workload import WorkloadPhase
 from kyai.builders import ManifestError
 from kyai.builders.queue import queue_name
 from kyai.builders.workload import (
+    engine_image,
     workload_deployment,
     workload_endpoint,
     workload_metrics_url,
@@ -46,7 +47,14 @@ from kyai.controllers._pods import first_trouble
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter
 from kyai.datasets import route_hub_logs
-from kyai.engines import EngineArgsError, engine_for, served_model_name
+from kyai.engines import (
+    EngineArgsError,
+    FlagPlan,
+    check_flags,
+    engine_for,
+    flag_errors_message,
+    served_model_name,
+)
 from kyai.evaluation import (
     ChatClient,
     EndpointUnreachableError,
@@ -63,7 +71,7 @@ PROBE_TIMEOUT_S = 10.0
 
 
 def _engine_args_problem(body: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(reason, message) when an EngineArgsSet cannot be used, else None."""
+    """(reason, message) when an EngineArgsSet cannot be used whatever runs it, else None."""
     try:
         spec = EngineArgsSetSpec.model_validate(body.get("spec") or {})
     except ValidationError as exc:
@@ -78,10 +86,73 @@ def _engine_args_problem(body: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _workload_image(svc: Services, workload: Mapping[str, Any], framework: str) -> str:
+    """The engine image a Workload (as read) runs: its spec.image, else the default."""
+    image = (workload.get("spec") or {}).get("image")
+    return str(image) if image else svc.settings.engine_image(framework)
+
+
+async def engine_args_images(
+    svc: Services, namespace: str, name: str, framework: str
+) -> dict[str, list[str]]:
+    """The images an EngineArgsSet's flags are checked against, with their Workloads.
+
+    Those of the Workloads naming it (of its framework), else the operator's default image
+    for the framework (when no Workload names it).
+    """
+    images: dict[str, list[str]] = {}
+    for workload in await svc.kube.list("Workload", namespace):
+        spec = workload.get("spec") or {}
+        if engine_args_of(workload) != name or spec.get("endpoint"):
+            continue
+        if spec.get("framework") not in (None, framework):
+            continue
+        image = _workload_image(svc, workload, framework)
+        images.setdefault(image, []).append(str(workload["metadata"]["name"]))
+    return images or {svc.settings.engine_image(framework): []}
+
+
+def _flag_findings(spec: EngineArgsSetSpec, images: Mapping[str, list[str]]) -> FlagPlan:
+    """The findings of every image's table, each once, in image order."""
+    merged = FlagPlan()
+    for image in sorted(images):
+        plan = check_flags(spec, image)
+        for mine, theirs in (
+            (merged.errors, plan.errors),
+            (merged.warnings, plan.warnings),
+            (merged.notes, plan.notes),
+        ):
+            mine.extend(item for item in theirs if item not in mine)
+    return merged
+
+
+def _checked_against(spec: EngineArgsSetSpec, images: Mapping[str, list[str]]) -> str:
+    tables = sorted({engine_for(spec.framework).table(image).describe() for image in images})
+    return ", ".join(tables)
+
+
 async def reconcile_engine_args(svc: Services, body: Mapping[str, Any]) -> None:
-    """Validate an EngineArgsSet and record Ready or Invalid; roll the Workloads using it."""
+    """Validate an EngineArgsSet and record Ready or Invalid; roll the Workloads using it.
+
+    The flags are checked against the flag table of every engine version the Workloads
+    naming it run (the default image's when none does): an unknown flag, a value outside a
+    flag's choices or a ``false`` the engine cannot honour is Invalid at once, naming the
+    flag (and the nearest known spelling).
+    """
     writer = StatusWriter(svc, body)
     problem = _engine_args_problem(body)
+    warnings: list[str] = []
+    if problem is None:
+        spec = EngineArgsSetSpec.model_validate(body.get("spec") or {})
+        images = await engine_args_images(svc, writer.namespace, writer.name, spec.framework)
+        findings = _flag_findings(spec, images)
+        checked = _checked_against(spec, images)
+        if findings.errors:
+            problem = (
+                c.INVALID_FLAGS,
+                (f"{flag_errors_message(findings)} (checked against {checked})"),
+            )
+        warnings = findings.warnings
     if problem is not None:
         reason, message = problem
         conditions = writer.conditions(Change(c.READY, False, reason, message))
@@ -90,12 +161,17 @@ async def reconcile_engine_args(svc: Services, body: Mapping[str, Any]) -> None:
         )
         writer.event("Warning", reason, message)
     else:
-        spec = EngineArgsSetSpec.model_validate(body.get("spec") or {})
-        message = f"{len(spec.args)} flags for {spec.framework}"
+        message = f"{len(spec.args)} flags for {spec.framework}, checked against {checked}"
+        if findings.notes:
+            message += "; " + "; ".join(findings.notes)
+        if warnings:
+            message += "; warnings: " + "; ".join(warnings)
         conditions = writer.conditions(Change(c.READY, True, c.VALID, message))
-        await writer.patch(
-            EngineArgsSetStatus(phase="Ready", message=message, conditions=conditions)
-        )
+        status = EngineArgsSetStatus(phase="Ready", message=message, conditions=conditions)
+        if not writer.unchanged(status):
+            await writer.patch(status)
+            if warnings:
+                writer.event("Warning", c.UNCHECKED_FLAGS, message)
     await reconcile_workloads_naming(svc, writer.namespace, writer.name)
 
 
@@ -275,6 +351,19 @@ class WorkloadReconciler:
                 False,
             )
             return False
+        if spec.endpoint is None:
+            image = engine_image(spec, self.svc.settings)
+            findings = check_flags(self.eas_spec, image)
+            if findings.errors:
+                where = engine_for(spec.engine).table(image).describe()
+                await self.set_status(
+                    "Failed",
+                    c.INVALID_FLAGS,
+                    f"the EngineArgsSet {eas_name} has flags {where} (the image {image}) does "
+                    f"not take: {flag_errors_message(findings)}",
+                    False,
+                )
+                return False
         return True
 
     async def _deploy(self, spec: WorkloadSpec) -> None:

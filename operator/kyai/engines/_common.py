@@ -2,21 +2,28 @@
 
 An :class:`Engine` describes one framework's server: the executable, the arguments the operator
 owns (model, host, port, served model name), its health route and the flag names users look
-for. :meth:`Engine.command` turns a ``WorkloadSpec`` and an optional ``EngineArgsSetSpec`` into
-the container's ``command`` and ``args``.
+for. :meth:`Engine.command` turns a Workload's spec and an optional EngineArgsSet's spec into
+the container's ``command`` and ``args``, checking the flags against the flag table of the
+engine version the image runs (:mod:`kyai.engines._flags`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kyai.constants import ENGINE_PORT
-
-if TYPE_CHECKING:  # the API models use this registry (engines sit below api/)
-    from kyai.api.engineargsset import EngineArgsSetSpec
-    from kyai.api.workload import WorkloadSpec
+from kyai.engines._flags import (
+    FlagPlan,
+    NegativeForm,
+    TableChoice,
+    canonical_flag,
+    image_version,
+    plan_flags,
+    table_for,
+)
+from kyai.engines._specs import EngineArgsLike, WorkloadLike
 
 #: Every engine listens on all interfaces of its pod (the pod's network is the boundary).
 LISTEN_HOST = "0.0.0.0"
@@ -24,11 +31,6 @@ LISTEN_HOST = "0.0.0.0"
 #: Environment variables the operator sets itself on engine containers.
 ENV_HF_HOME = "HF_HOME"
 ENV_HF_TOKEN = "HF_TOKEN"
-
-
-def canonical_flag(name: str) -> str:
-    """``--max_model_len``, ``max-model-len`` and ``max_model_len`` all become ``max-model-len``."""
-    return name.lstrip("-").replace("_", "-").lower()
 
 
 class EngineArgsError(ValueError):
@@ -74,7 +76,7 @@ class MultiNode:
     """A worker's command, from the single-node command line."""
 
 
-def _plain_served_name(workload: WorkloadSpec) -> str:
+def _plain_served_name(workload: WorkloadLike) -> str:
     return workload.served_name
 
 
@@ -90,7 +92,7 @@ class Engine:
     """The pinned image Workloads of this framework run (settings and the chart override)."""
     owned_flags: frozenset[str]
     """Flags the operator sets itself (canonical, dashed): an EngineArgsSet may not."""
-    model_args: Callable[[WorkloadSpec], list[str]]
+    model_args: Callable[[WorkloadLike], list[str]]
     """The arguments the operator owns: model, host, port and (where it exists) served name."""
     health_path: str
     """The HTTP route answering 200 once the model is loaded (probes use it)."""
@@ -104,7 +106,7 @@ class Engine:
     """The flag splitting the model over several GPUs."""
     references: tuple[str, ...]
     """The documentation and source the command line was checked against."""
-    served_name_of: Callable[[WorkloadSpec], str] = field(default=_plain_served_name)
+    served_name_of: Callable[[WorkloadLike], str] = field(default=_plain_served_name)
     """The model name the server reports for a Workload."""
     metrics_path: str | None = None
     """The route serving the engine's Prometheus serving histograms (TTFT, ITL, E2E), on the
@@ -113,12 +115,38 @@ class Engine:
     """The flag the engine needs to serve them (None: always served)."""
     multinode: MultiNode | None = None
     """How the engine serves over several nodes (``spec.nodes`` > 1); None: it does not."""
+    negative_form: NegativeForm = field(default_factory=lambda: NegativeForm(None))
+    """How the engine turns off a switch no flag table knows (vLLM: ``--no-{name}``)."""
+    abbreviations: bool = False
+    """Whether the engine's parser takes an unambiguous prefix of a long option (argparse's
+    ``allow_abbrev``, on in vLLM's and SGLang's parsers; click, TensorRT-LLM's, has none)."""
 
-    def served_model_name(self, workload: WorkloadSpec) -> str:
+    def image_of(self, workload: WorkloadLike, default_image: str | None = None) -> str:
+        """The image a Workload runs: its ``spec.image``, else the operator's default."""
+        return workload.image or default_image or self.default_image
+
+    def table(self, image: str | None = None) -> TableChoice:
+        """The flag table of the engine version ``image`` runs (default: the default image).
+
+        The version is the image tag's release (``v0.32.0``); a version without a table of
+        its own, or a tag naming none, gets the newest table, whose findings only warn.
+        """
+        return table_for(self.framework, image_version(image or self.default_image))
+
+    def plan(self, engine_args: EngineArgsLike, image: str | None = None) -> FlagPlan:
+        """``engine_args``' flags checked against the version's table and rendered."""
+        return plan_flags(
+            engine_args.args,
+            self.table(image),
+            self.negative_form,
+            abbreviations=self.abbreviations,
+        )
+
+    def served_model_name(self, workload: WorkloadLike) -> str:
         """The name clients must send as ``model`` (what ``/v1/models`` lists)."""
         return self.served_name_of(workload)
 
-    def serves_metrics(self, engine_args: EngineArgsSetSpec | None = None) -> bool:
+    def serves_metrics(self, engine_args: EngineArgsLike | None = None) -> bool:
         """Whether the engine, started with ``engine_args``, serves Prometheus metrics."""
         if self.metrics_path is None:
             return False
@@ -136,13 +164,21 @@ class Engine:
         )
 
     def command(
-        self, workload: WorkloadSpec, engine_args: EngineArgsSetSpec | None = None
+        self,
+        workload: WorkloadLike,
+        engine_args: EngineArgsLike | None = None,
+        *,
+        image: str | None = None,
     ) -> EngineCommand:
         """The container command line serving ``workload`` with ``engine_args``' flags.
 
+        ``image`` is the image the container runs (default: the Workload's ``spec.image``,
+        else the engine's default image): its version picks the flag table.
+
         Raises :class:`EngineArgsError` when the Workload launches no engine (it has an
         endpoint), when frameworks disagree, when the EngineArgsSet sets a flag the operator
-        owns or names a flag twice, or when the engine cannot serve the requested name.
+        owns, names a flag twice, names a flag the version does not have or a value it does
+        not take, or when the engine cannot serve the requested name.
         """
         if workload.endpoint is not None:
             raise EngineArgsError(
@@ -166,18 +202,35 @@ class Engine:
                     f"The EngineArgsSet is for {engine_args.framework} but the Workload uses "
                     f"{workload.framework}: use an EngineArgsSet of the same framework."
                 )
-            check_engine_args(engine_args)
-            args += render_flags(engine_args.args)
+            check_engine_args(engine_args, self.owned_flags)
+            plan = self.plan(engine_args, image or self.image_of(workload))
+            if plan.errors:
+                raise EngineArgsError(flag_errors_message(plan))
+            args += plan.argv
             args += list(engine_args.extra_args)
         return EngineCommand(command=list(self.executable), args=args)
 
 
-def check_engine_args(engine_args: EngineArgsSetSpec) -> None:
+def flag_errors_message(plan: FlagPlan) -> str:
+    """The refusals of a flag plan as one message (spec.args named)."""
+    return "spec.args: " + "; ".join(plan.errors)
+
+
+def owned_flags_used(engine_args: EngineArgsLike, owned: frozenset[str]) -> list[str]:
+    """The flags in ``args`` or ``extra_args`` that the operator sets itself (``owned``)."""
+    used = [name for name in engine_args.args if canonical_flag(name) in owned]
+    for arg in engine_args.extra_args:
+        if arg.startswith("-") and canonical_flag(arg.split("=", 1)[0]) in owned:
+            used.append(arg.split("=", 1)[0])
+    return used
+
+
+def check_engine_args(engine_args: EngineArgsLike, owned_flags: frozenset[str]) -> None:
     """Refuse flags the operator owns (any spelling) and flags given twice in ``args``.
 
     Raises :class:`EngineArgsError` naming the offending flags.
     """
-    owned = engine_args.owned_flags_used()
+    owned = owned_flags_used(engine_args, owned_flags)
     if owned:
         names = ", ".join(repr(name) for name in owned)
         raise EngineArgsError(
@@ -201,31 +254,8 @@ def flag_name(name: str) -> str:
     return name if name.startswith("-") else f"--{name}"
 
 
-def render_flags(args: Mapping[str, Any]) -> list[str]:
-    """``args`` as command-line arguments, sorted by flag name.
-
-    ``true`` renders a bare flag, ``false`` leaves the flag out, a list renders the flag once
-    followed by each value (an empty list renders nothing), anything else renders the flag and
-    its value. Flag names keep the user's spelling; ``--`` is added when they have no dash.
-    """
-    rendered: list[str] = []
-    for name in sorted(args, key=lambda flag: (flag.lstrip("-"), flag)):
-        value = args[name]
-        if value is False or value is None:
-            continue
-        if value is True:
-            rendered.append(flag_name(name))
-        elif isinstance(value, list | tuple):
-            if value:
-                rendered.append(flag_name(name))
-                rendered.extend(str(item) for item in value)
-        else:
-            rendered += [flag_name(name), str(value)]
-    return rendered
-
-
 def engine_env(
-    workload: WorkloadSpec, engine_args: EngineArgsSetSpec | None = None
+    workload: WorkloadLike, engine_args: EngineArgsLike | None = None
 ) -> list[dict[str, Any]]:
     """The engine container's environment (core/v1 EnvVar objects).
 

@@ -13,20 +13,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kyai.engines._common import (
     Engine,
     EngineArgsError,
     EngineCommand,
     ParallelismError,
-    canonical_flag,
     flag_name,
 )
-
-if TYPE_CHECKING:
-    from kyai.api.engineargsset import EngineArgsSetSpec
-    from kyai.api.workload import WorkloadSpec
+from kyai.engines._flags import canonical_flag
+from kyai.engines._specs import EngineArgsLike, WorkloadLike
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +85,7 @@ def _from_extra_args(
 
 
 def flag_value(
-    engine_args: EngineArgsSetSpec | None, spellings: Sequence[str]
+    engine_args: EngineArgsLike | None, spellings: Sequence[str]
 ) -> tuple[str, str] | None:
     """(the flag as written, its value) of the first of ``spellings`` the EngineArgsSet sets.
 
@@ -105,7 +101,7 @@ def flag_value(
     return _from_extra_args(engine_args.extra_args, wanted)
 
 
-def parallel_sizes(engine: Engine, engine_args: EngineArgsSetSpec | None) -> list[tuple[str, int]]:
+def parallel_sizes(engine: Engine, engine_args: EngineArgsLike | None) -> list[tuple[str, int]]:
     """(flag, size) of each of the engine's parallel sizes; 1 for a size not set.
 
     Raises :class:`ParallelismError` for a size that is not a whole number ≥ 1.
@@ -136,7 +132,7 @@ def _size(name: str, raw: str) -> int:
 
 
 def data_parallel_size(
-    engine: Engine, engine_args: EngineArgsSetSpec | None
+    engine: Engine, engine_args: EngineArgsLike | None
 ) -> tuple[str, int, str | None] | None:
     """(flag, size, the flag sharing the tensor-parallel GPUs if set) of the data-parallel size.
 
@@ -156,7 +152,7 @@ def data_parallel_size(
 
 
 def check_parallelism(
-    engine: Engine, workload: WorkloadSpec, engine_args: EngineArgsSetSpec | None
+    engine: Engine, workload: WorkloadLike, engine_args: EngineArgsLike | None
 ) -> None:
     """Refuse parallel sizes whose product is not the group's GPUs (nodes × GPUs per node).
 
@@ -212,7 +208,11 @@ def _shared_note(
 
 
 def group_commands(
-    engine: Engine, workload: WorkloadSpec, engine_args: EngineArgsSetSpec | None
+    engine: Engine,
+    workload: WorkloadLike,
+    engine_args: EngineArgsLike | None,
+    *,
+    image: str | None = None,
 ) -> GroupCommands:
     """The leader's and workers' command lines serving ``workload`` on ``spec.nodes`` nodes.
 
@@ -226,7 +226,7 @@ def group_commands(
             f"spec.nodes is {workload.nodes}, but {engine.framework} is served on one node "
             "only: set spec.nodes to 1."
         )
-    single = engine.command(workload, engine_args)
+    single = engine.command(workload, engine_args, image=image)
     if engine_args is not None:
         named = [*engine_args.args, *(a for a in engine_args.extra_args if a.startswith("-"))]
         used = sorted(

@@ -29,15 +29,11 @@ Checked against:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kyai.engines._common import Engine, EngineCommand, MultiNode, listen_args
-
-if TYPE_CHECKING:
-    from kyai.api.workload import WorkloadSpec
+from kyai.engines._specs import WorkloadLike
 
 
-def _model_args(workload: WorkloadSpec) -> list[str]:
+def _model_args(workload: WorkloadLike) -> list[str]:
     return [
         "--model-path",
         workload.model,
@@ -79,7 +75,7 @@ MULTI_NODE = MultiNode(
 ENGINE = Engine(
     framework="sglang",
     executable=("python3", "-m", "sglang.launch_server"),
-    default_image="lmsysorg/sglang:v0.5.3-cu129",
+    default_image="lmsysorg/sglang:v0.5.23-cu129",
     owned_flags=frozenset({"host", "port", "model-path", "model", "served-model-name"}),
     model_args=_model_args,
     health_path="/health",
@@ -90,6 +86,8 @@ ENGINE = Engine(
     metrics_path="/metrics",
     metrics_flag="--enable-metrics",
     multinode=MULTI_NODE,
+    # An argparse parser with allow_abbrev (the default): `--tp` means `--tp-size`.
+    abbreviations=True,
     references=(
         "https://docs.sglang.ai/backend/server_arguments.html",
         "sgl-project/sglang docs/backend/server_arguments.md",

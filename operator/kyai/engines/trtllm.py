@@ -25,15 +25,12 @@ Checked against:
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
 
 from kyai.engines._common import Engine, listen_args
-
-if TYPE_CHECKING:
-    from kyai.api.workload import WorkloadSpec
+from kyai.engines._specs import WorkloadLike
 
 
-def _served_name(workload: WorkloadSpec) -> str:
+def _served_name(workload: WorkloadLike) -> str:
     # openai_server.py: a local directory is served under its base name, anything else (a
     # HuggingFace id) under the argument itself. An absolute path is taken to be a directory.
     if workload.model.startswith("/"):
@@ -41,14 +38,14 @@ def _served_name(workload: WorkloadSpec) -> str:
     return workload.model
 
 
-def _model_args(workload: WorkloadSpec) -> list[str]:
+def _model_args(workload: WorkloadLike) -> list[str]:
     return [workload.model, *listen_args()]
 
 
 ENGINE = Engine(
     framework="trtllm",
     executable=("trtllm-serve",),
-    default_image="nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+    default_image="nvcr.io/nvidia/tensorrt-llm/release:1.2.1",
     owned_flags=frozenset({"host", "port", "model", "served-model-name"}),
     model_args=_model_args,
     health_path="/health",

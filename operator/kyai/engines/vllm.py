@@ -35,15 +35,13 @@ node's GPUs); each worker joins the head at ``$(LWS_LEADER_ADDRESS)`` and blocks
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
 
 from kyai.engines._common import Engine, EngineCommand, MultiNode, listen_args
+from kyai.engines._flags import NegativeForm
+from kyai.engines._specs import WorkloadLike
 
-if TYPE_CHECKING:
-    from kyai.api.workload import WorkloadSpec
 
-
-def _model_args(workload: WorkloadSpec) -> list[str]:
+def _model_args(workload: WorkloadLike) -> list[str]:
     return [workload.model, *listen_args(), "--served-model-name", workload.served_name]
 
 
@@ -75,7 +73,7 @@ MULTI_NODE = MultiNode(
 ENGINE = Engine(
     framework="vllm",
     executable=("vllm", "serve"),
-    default_image="vllm/vllm-openai:v0.11.0",
+    default_image="vllm/vllm-openai:v0.34.0",
     owned_flags=frozenset({"host", "port", "model", "served-model-name"}),
     model_args=_model_args,
     health_path="/health",
@@ -85,6 +83,11 @@ ENGINE = Engine(
     tensor_parallel_flag="--tensor-parallel-size",
     metrics_path="/metrics",
     multinode=MULTI_NODE,
+    # Every switch of vllm serve is argparse.BooleanOptionalAction (--X / --no-X): the
+    # flag tables record the exceptions (store_true switches such as --headless).
+    negative_form=NegativeForm("--no-{name}"),
+    # An argparse parser with allow_abbrev (the default): `--tp` means `--tp-size`.
+    abbreviations=True,
     references=(
         "https://docs.vllm.ai/en/latest/cli/serve.html",
         "vllm-project/vllm docs/cli/README.md",

@@ -19,24 +19,21 @@ empty one that the server did not finish.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import email.utils
 import json
 import logging
-import os
 import random
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 from urllib.parse import urlsplit
-
-import aiohttp
 
 from kyai import _json
 from kyai.constants import GATEWAY_REFUSED_KEY
+from kyai.evaluation._aiohttp_backend import AiohttpBackend
 from kyai.evaluation._budget import estimate_prompt_tokens
 from kyai.evaluation._keyfile import KeyFile, KeyFileError
 from kyai.evaluation._redact import redact, register_secret
@@ -46,19 +43,18 @@ from kyai.evaluation._stream import (
     SseAssembler,
     StreamCutError,
     StreamErrorEvent,
-    is_event_stream,
     refuses_streaming,
 )
+from kyai.evaluation._transport import Backend, Reply, TransportFailure
 
 if TYPE_CHECKING:
     import httpx
 
 log = logging.getLogger(__name__)
 
-#: Error kinds (bounded: they become metric labels and summary keys).
+#: Error kinds (bounded: they become metric labels and summary keys); with the transport's
+#: ``timeout`` and ``connection_error`` (:mod:`kyai.evaluation._transport`).
 HTTP_ERROR = "http_error"
-TIMEOUT = "timeout"
-CONNECTION_ERROR = "connection_error"
 CONTEXT_OVERFLOW = "context_overflow"
 INVALID_RESPONSE = "invalid_response"
 #: The API key's file (``--judge-api-key-file``) could not be read for a request.
@@ -133,10 +129,11 @@ class ChatResult(NamedTuple):
     """One successful chat completion, with its raw fields kept verbatim.
 
     A named tuple rather than a frozen dataclass: as immutable, and built in a fifth of the
-    time (one is built per row). ``latency_ms`` runs from sending the (last) request to its
-    last JSON chunk when streamed, to the whole answer otherwise (E2E); a streamed answer
-    also has ``ttft_ms`` (to its first chunk carrying text), ``itl_ms`` (the gaps between its
-    chunks carrying text) and ``text_chunks`` (how many chunks carried text).
+    time (one is built per row). ``latency_ms`` (E2E) runs from sending the (last) request
+    to its last choice chunk when streamed, to the whole answer otherwise; a streamed answer
+    also has ``ttft_ms`` (to its first choice chunk), ``itl_ms`` (the gaps between its
+    successive choice chunks, each event timed on its own) and ``text_chunks`` (how many
+    chunks carried text), as ``vllm bench serve`` counts them (:mod:`._stream`).
     """
 
     content: str | None
@@ -219,7 +216,7 @@ def _error_payload(body: Any) -> Mapping[str, Any]:
     return {}
 
 
-def _refused_key(response: _Reply) -> str | None:
+def _refused_key(response: Reply) -> str | None:
     """The judge gateway's message when its answer says the judge refused the platform's key."""
     if response.status == 200 or not _looks_like_json(response):
         return None
@@ -276,7 +273,7 @@ def parse_overflow(status: int, body: Any, text: str) -> Overflow | None:
     )
 
 
-def _retry_after(response: _Reply) -> float | None:
+def _retry_after(response: Reply) -> float | None:
     value = response.headers.get("retry-after")
     if not value:
         return None
@@ -340,135 +337,7 @@ def check_endpoint(url: str) -> str:
     return normalise_base_url(text)
 
 
-@dataclass(frozen=True)
-class _Reply:
-    """One HTTP answer, read whole: status, headers (case-insensitive), body bytes."""
-
-    status: int
-    headers: Mapping[str, str]
-    content: bytes
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", errors="replace")
-
-    def json(self) -> Any:
-        return _json.loads(self.content)
-
-
-class _TransportFailure(Exception):
-    """No complete HTTP answer: ``kind`` is TIMEOUT or CONNECTION_ERROR."""
-
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(detail)
-        self.kind = kind
-        self.detail = detail
-
-
-#: Called with each piece of a streamed body and the ``time.perf_counter()`` of its arrival.
-Feed = Callable[[bytes, float], None]
-
-
-#: Headers of one request (the key read from a file), over the client's own.
-Headers: TypeAlias = Mapping[str, str] | None
-
-
-class _Backend(Protocol):
-    async def request(
-        self, method: str, path: str, body: bytes | None, headers: Headers = None
-    ) -> _Reply: ...
-
-    async def stream(
-        self, path: str, body: bytes, feed: Feed, headers: Headers = None
-    ) -> _Reply | None: ...
-
-    async def aclose(self) -> None: ...
-
-
-@contextlib.contextmanager
-def _aiohttp_failures() -> Iterator[None]:
-    """Map aiohttp's time-outs and connection errors (a cut body too) to _TransportFailure."""
-    try:
-        yield
-    except TimeoutError as exc:
-        raise _TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
-    except (aiohttp.ClientError, OSError) as exc:
-        raise _TransportFailure(
-            CONNECTION_ERROR, f"{type(exc).__name__}: {str(exc) or 'connection failed'}"
-        ) from exc
-
-
-class _AiohttpBackend:
-    """The default transport: aiohttp, whose pool keeps up at concurrency 256."""
-
-    def __init__(
-        self, base_url: str, headers: Mapping[str, str], timeout_s: float, max_connections: int
-    ) -> None:
-        self._base = base_url
-        self._headers = {**headers, "Content-Type": "application/json"}
-        self._timeout = aiohttp.ClientTimeout(
-            total=timeout_s, connect=min(timeout_s, 30.0), sock_connect=min(timeout_s, 30.0)
-        )
-        self._limit = max_connections
-        self._session: aiohttp.ClientSession | None = None
-
-    def _open(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._limit, limit_per_host=0),
-                headers=self._headers,
-                timeout=self._timeout,
-                # Proxy variables are honoured when set (as httpx did); otherwise aiohttp is
-                # spared a look-up in a thread for every request.
-                trust_env=_proxy_configured(),
-            )
-        return self._session
-
-    async def request(
-        self, method: str, path: str, body: bytes | None, headers: Headers = None
-    ) -> _Reply:
-        session = self._open()
-        with _aiohttp_failures():
-            async with session.request(
-                method, self._base + path, data=body, headers=headers, allow_redirects=False
-            ) as response:
-                content = await response.read()
-                return _Reply(response.status, response.headers, content)
-
-    async def stream(
-        self, path: str, body: bytes, feed: Feed, headers: Headers = None
-    ) -> _Reply | None:
-        """POST ``body``: an event stream goes to ``feed`` as it arrives (then None).
-
-        Any other answer (an error, plain JSON) is read whole and returned.
-        """
-        session = self._open()
-        clock = time.perf_counter
-        url = self._base + path
-        with _aiohttp_failures():
-            async with session.post(
-                url, data=body, headers=headers, allow_redirects=False
-            ) as reply:
-                if reply.status != 200 or not is_event_stream(
-                    reply.headers.get("Content-Type", "")
-                ):
-                    return _Reply(reply.status, reply.headers, await reply.read())
-                async for chunk in reply.content.iter_any():
-                    feed(chunk, clock())
-                return None
-
-    async def aclose(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
-
-
-def _proxy_configured() -> bool:
-    names = ("http_proxy", "https_proxy", "all_proxy")
-    return any(os.environ.get(name) or os.environ.get(name.upper()) for name in names)
-
-
-def _looks_like_json(reply: _Reply) -> bool:
+def _looks_like_json(reply: Reply) -> bool:
     """Whether a body that did not parse was meant to be JSON (so it was cut short)."""
     content_type = reply.headers.get("content-type", "").lower()
     head = reply.content.lstrip()[:1]
@@ -568,15 +437,15 @@ class ChatClient:
         #: Set once the server refused a streamed request: later ones are not streamed.
         self.stream_refused = False
         self._http: httpx.AsyncClient | None = None
-        self._backend: _Backend
+        self._backend: Backend
         if transport is not None:
+            # Lazily: aiohttp processes never load httpx. The backend imports only what it
+            # shares with this module (_transport), never this module: no import circle.
             from kyai.evaluation._httpx_backend import HttpxBackend
 
             self._backend = HttpxBackend(self._httpx_client(transport))
         else:
-            self._backend = _AiohttpBackend(
-                self.base_url, self._headers, timeout_s, max_connections
-            )
+            self._backend = AiohttpBackend(self.base_url, self._headers, timeout_s, max_connections)
 
     def _httpx_client(self, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
         from kyai.evaluation._httpx_backend import make_client
@@ -628,8 +497,8 @@ class ChatClient:
             state.attempts += 1
             try:
                 response = await self._backend.request("GET", "/models", None, self._auth())
-            except (_TransportFailure, KeyFileError) as exc:
-                detail = exc.detail if isinstance(exc, _TransportFailure) else str(exc)
+            except (TransportFailure, KeyFileError) as exc:
+                detail = exc.detail if isinstance(exc, TransportFailure) else str(exc)
                 if state.retries < self.retry.max_retries:
                     state.retries += 1
                     await asyncio.sleep(self.retry.delay(state.retries, None))
@@ -740,10 +609,10 @@ class ChatClient:
                     "/chat/completions", data, events.feed, headers
                 )
                 if streamed is None:
-                    events.finish(time.perf_counter())
+                    events.finish()
                     return self._streamed_result(events, state, sent, budget)
                 response = streamed
-        except _TransportFailure as exc:
+        except TransportFailure as exc:
             return _Failure(exc.kind, exc.detail)
         except StreamCutError as exc:
             if exc.malformed:
@@ -759,7 +628,7 @@ class ChatClient:
 
     def _judge_reply(
         self,
-        response: _Reply,
+        response: Reply,
         state: _Attempt,
         latency: float,
         budget: int | None,
@@ -810,9 +679,10 @@ class ChatClient:
     def _streamed_result(
         events: SseAssembler, state: _Attempt, sent: float, budget: int | None
     ) -> ChatResult:
-        end = events.last_event if events.last_event is not None else time.perf_counter()
+        """A finished stream's answer, timed as vllm bench times it (see :mod:`._stream`)."""
+        first, last = events.first_choice, events.last_choice
+        end = last if last is not None else time.perf_counter()
         content, reasoning_content, reasoning = events.joined()
-        first = events.first_text
         return ChatResult(
             content=content,
             reasoning_content=reasoning_content,
@@ -878,7 +748,7 @@ class ChatClient:
 
     @staticmethod
     def _result(
-        body: Any, response: _Reply, state: _Attempt, latency: float, budget: int | None
+        body: Any, response: Reply, state: _Attempt, latency: float, budget: int | None
     ) -> ChatResult:
         try:
             choice = body["choices"][0]

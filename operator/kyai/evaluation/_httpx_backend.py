@@ -1,38 +1,39 @@
 """The chat client's httpx transport: for tests (``httpx.MockTransport``) and other routes.
 
-Kept apart from :mod:`kyai.evaluation._client` so that ``kyai generate`` and ``kyai judge``,
-whose requests go through aiohttp, never import httpx (a tenth of a second of start-up).
+Kept apart from :mod:`kyai.evaluation._client`, which imports it only when asked for httpx,
+so that ``kyai generate`` and ``kyai judge``, whose requests go through aiohttp, never import
+httpx (a tenth of a second of start-up). It imports what it shares with the client from
+:mod:`kyai.evaluation._transport`, never the client itself.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Generator, Iterator, Mapping
 
 import httpx
 
-from kyai.evaluation._client import (
+from kyai.evaluation._keyfile import KeyFile
+from kyai.evaluation._stream import is_event_stream
+from kyai.evaluation._transport import (
     CONNECTION_ERROR,
     TIMEOUT,
     Feed,
     Headers,
-    _Reply,
-    _TransportFailure,
+    Reply,
+    TransportFailure,
 )
-from kyai.evaluation._keyfile import KeyFile
-from kyai.evaluation._stream import is_event_stream
 
 
 @contextlib.contextmanager
 def _httpx_failures() -> Iterator[None]:
-    """Map httpx's time-outs and transport errors to :class:`_TransportFailure`."""
+    """Map httpx's time-outs and transport errors to :class:`TransportFailure`."""
     try:
         yield
     except httpx.TimeoutException as exc:
-        raise _TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
+        raise TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
     except httpx.TransportError as exc:
-        raise _TransportFailure(
+        raise TransportFailure(
             CONNECTION_ERROR, f"{type(exc).__name__}: {str(exc) or 'connection failed'}"
         ) from exc
 
@@ -78,18 +79,18 @@ class HttpxBackend:
 
     async def request(
         self, method: str, path: str, body: bytes | None, headers: Headers = None
-    ) -> _Reply:
+    ) -> Reply:
         sent = {
             **({"Content-Type": "application/json"} if body is not None else {}),
             **(headers or {}),
         }
         with _httpx_failures():
             response = await self.client.request(method, path, content=body, headers=sent or None)
-        return _Reply(response.status_code, response.headers, response.content)
+        return Reply(response.status_code, response.headers, response.content)
 
     async def stream(
         self, path: str, body: bytes, feed: Feed, headers: Headers = None
-    ) -> _Reply | None:
+    ) -> Reply | None:
         """As the aiohttp backend's ``stream``."""
         sent = {"Content-Type": "application/json", **(headers or {})}
         with _httpx_failures():
@@ -97,9 +98,9 @@ class HttpxBackend:
                 if reply.status_code != 200 or not is_event_stream(
                     reply.headers.get("content-type", "")
                 ):
-                    return _Reply(reply.status_code, reply.headers, await reply.aread())
+                    return Reply(reply.status_code, reply.headers, await reply.aread())
                 async for chunk in reply.aiter_bytes():
-                    feed(chunk, time.perf_counter())
+                    feed(chunk)
                 return None
 
     async def aclose(self) -> None:

@@ -1,14 +1,17 @@
 """Serving figures of the generation phase, defined as ``vllm bench serve`` defines them.
 
-Per answer (fields of each generation record; None on a record whose request failed):
+Per answer (fields of each generation record; None on a record whose request failed), with
+``t0`` the ``time.perf_counter()`` at which the request was sent and ``t1 .. tn`` those of its
+``n`` choice chunks (events whose ``choices`` is not empty, each timed on its own as it is
+taken out of the read that brought it, :mod:`kyai.evaluation._stream`):
 
-- ``ttft_ms``: from sending the request to the first chunk carrying generated text (content
-  or reasoning); ``latency_ms`` (E2E) runs to the last chunk;
-- ``itl_ms_mean``: the mean gap between successive chunks carrying text;
+- ``ttft_ms`` = ``t1 - t0``; ``latency_ms`` (E2E) = ``tn - t0`` (the usage chunk and
+  ``[DONE]`` are not choice chunks);
+- ``itl_ms_mean``: the mean of the ``n - 1`` gaps ``t(k+1) - tk``;
 - ``output_tokens``: the server's ``usage.completion_tokens``, or, when a streamed answer came
   without usage, the number of chunks carrying text (``output_tokens_source`` says which:
   ``usage`` or ``chunks``);
-- ``tpot_ms``: ``(E2E - TTFT) / (output_tokens - 1)`` (None below two tokens);
+- ``tpot_ms`` = ``(E2E - TTFT) / (output_tokens - 1)`` (None below two tokens);
 - ``streamed``: whether the answer came as a stream (TTFT, TPOT and ITL exist only then).
 
 Per phase (``serving`` in ``run.json``'s ``generation`` and in ``summary.json``), over the
@@ -153,15 +156,27 @@ class ServingRecorder:
         return block
 
 
+def _p50(block: Mapping[str, Any], figure: str) -> str:
+    value = (block.get(figure) or {}).get("p50")
+    return "n/a" if value is None else f"{value:.1f}"
+
+
 def serving_note(serving: Mapping[str, Any] | None) -> str:
-    """``ttft_p50_ms=… output_tokens_per_s=…`` for the result lines ("n/a" when unknown)."""
+    """``ttft_p50_ms=… output_tokens_per_s=…`` for the result lines ("n/a" when unknown).
+
+    When the engine's metrics were read (``server``), the client's ITL p50 and the engine's
+    follow side by side: ``itl_p50_ms=… engine_itl_p50_ms=…``.
+    """
     serving = serving or {}
-    ttft = (serving.get("ttft_ms") or {}).get("p50")
     rate = serving.get("output_tokens_per_second")
-    return (
-        f"ttft_p50_ms={'n/a' if ttft is None else f'{ttft:.1f}'} "
+    note = (
+        f"ttft_p50_ms={_p50(serving, 'ttft_ms')} "
         f"output_tokens_per_s={'n/a' if rate is None else f'{rate:.1f}'}"
     )
+    server = serving.get("server")
+    if isinstance(server, Mapping):
+        note += f" itl_p50_ms={_p50(serving, 'itl_ms')} engine_itl_p50_ms={_p50(server, 'itl_ms')}"
+    return note
 
 
 def _metrics_url(text: str) -> str:

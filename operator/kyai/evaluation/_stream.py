@@ -2,17 +2,25 @@
 
 A streamed request (``"stream": true``, ``"stream_options": {"include_usage": true}``) is
 answered with ``data: {json}`` events separated by blank lines and ended by ``data: [DONE]``.
-:class:`SseAssembler` is fed the body's bytes as they arrive, each read with the
-``time.perf_counter()`` at which it arrived, and keeps:
+:class:`SseAssembler` is fed the body's bytes read by read, as they arrive, and keeps:
 
 - the answer, assembled from the deltas exactly as a non-streamed answer carries it:
   ``content``, ``reasoning_content`` and ``reasoning`` are the concatenations of their deltas
   (None when no delta carried the field; the empty ``content`` of the opening role chunk does
   not count), the last ``finish_reason``, the server's ``usage`` (the final chunk when
   ``include_usage`` is honoured), the response id and the served model;
-- the timings, as ``vllm bench serve`` takes them: the arrival of the first chunk carrying
-  generated text (content or reasoning), the gaps between successive chunks carrying text (the
-  inter-token latencies, ms) and the arrival of the last JSON chunk.
+- the timings, taken as ``vllm bench serve``'s ``openai-chat`` client takes them
+  (``vllm/benchmarks/lib/endpoint_request_func.py``): every event is timed on its own, with
+  ``time.perf_counter()`` when it is taken out of the read that completed it, so several
+  events that arrive in one read get as many (close) times, never one shared time; the events
+  that count are the *choice chunks*, those whose ``choices`` list is not empty, whatever
+  their delta carries (vLLM's opening role chunk, content, reasoning, tool calls, an empty
+  delta with the ``finish_reason``); the usage chunk (``choices: []``) and ``[DONE]`` do not.
+  The first choice chunk's time is the first token's (TTFT), each later one adds the gap since
+  the one before to the inter-token latencies (ITL), and the last one's time ends the request
+  (E2E). An event is complete at its blank line, or, as vllm's reader takes it, as soon as a
+  read ends with its ``data:`` holding a whole JSON object (the blank line may come in the
+  next read).
 
 An answer is complete only when a choice chunk said how it finished: a ``finish_reason``
 other than those with which servers end an answer they did not complete
@@ -33,8 +41,9 @@ server never splits a JSON chunk over several, but it would be read right); othe
 from __future__ import annotations
 
 import json
+import time
 from array import array
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kyai import _json
@@ -84,20 +93,23 @@ def refuses_streaming(status: int, message: str) -> bool:
 
 
 class SseAssembler:
-    """One streamed answer being received: feed it bytes, then :meth:`finish` it."""
+    """One streamed answer being received: feed it bytes, then :meth:`finish` it.
+
+    ``clock`` times each event (``time.perf_counter``; tests hand in their own).
+    """
 
     __slots__ = (
         "_buffer",
+        "_clock",
         "_data",
         "choice_chunks",
         "content",
         "content_seen",
         "done",
         "finish_reason",
-        "first_text",
+        "first_choice",
         "gaps_ms",
-        "last_event",
-        "last_text",
+        "last_choice",
         "model",
         "reasoning",
         "reasoning_content",
@@ -106,7 +118,8 @@ class SseAssembler:
         "usage",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
         self._buffer = b""
         self._data: list[bytes] = []
         self.content: list[str] = []
@@ -117,18 +130,18 @@ class SseAssembler:
         self.usage: dict[str, Any] | None = None
         self.response_id: str | None = None
         self.model: str | None = None
-        #: ``perf_counter()`` of the first and the latest chunk carrying text; of the last event.
-        self.first_text: float | None = None
-        self.last_text = 0.0
-        self.last_event: float | None = None
-        #: Milliseconds between successive chunks carrying text.
+        #: ``clock()`` of the first and of the latest choice chunk (None before the first).
+        self.first_choice: float | None = None
+        self.last_choice: float | None = None
+        #: Milliseconds between successive choice chunks (the inter-token latencies).
         self.gaps_ms = array("d")
-        self.text_chunks = 0
+        #: Choice chunks, and those whose delta carried text (content or reasoning).
         self.choice_chunks = 0
+        self.text_chunks = 0
         self.done = False
 
-    def feed(self, chunk: bytes, now: float) -> None:
-        """Take the next bytes of the body, read at ``now`` (``time.perf_counter()``)."""
+    def feed(self, chunk: bytes) -> None:
+        """Take the next bytes of the body: what one read returned."""
         buffer = self._buffer + chunk if self._buffer else chunk
         start = 0
         find = buffer.find
@@ -139,22 +152,52 @@ class SseAssembler:
                 line = line[:-1]
             if not line:
                 if self._data:
-                    self._dispatch(now)
+                    self._dispatch()
             elif line[:5] == b"data:":
                 value = line[5:]
                 self._data.append(value[1:] if value[:1] == b" " else value)
         self._buffer = buffer[start:]
+        if self._data or self._buffer[:5] == b"data:":
+            self._take_whole_object()
 
-    def finish(self, now: float) -> None:
+    def _take_whole_object(self) -> None:
+        """Take the event the read ended in when its data is already a whole JSON object.
+
+        vllm bench's reader takes a message left at the end of a read (its blank line not
+        there yet) as soon as its ``data:`` parses as JSON; so does this (an object only: a
+        JSON object's text has no prefix that is itself an object, so a part never passes).
+        """
+        parts = self._data
+        rest = self._buffer
+        if rest:
+            if rest[:5] != b"data:":
+                return  # another field's line, or a line not yet long enough to tell
+            line = rest[:-1] if rest[-1:] == b"\r" else rest
+            value = line[5:]
+            parts = [*parts, value[1:] if value[:1] == b" " else value]
+        payload = parts[0] if len(parts) == 1 else b"\n".join(parts)
+        if payload[-1:] != b"}":
+            return
+        now = self._clock()
+        try:
+            event = _json.loads(payload)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return
+        if isinstance(event, dict):
+            self._data.clear()
+            self._buffer = b""
+            self._event(event, now)
+
+    def finish(self) -> None:
         """The body has ended: take a last event left without its blank line, check the end.
 
         Raises :class:`StreamCutError` unless a choice chunk carried a ``finish_reason`` (one
         not in :data:`INCOMPLETE_FINISH_REASONS`).
         """
         if self._buffer:
-            self.feed(b"\n", now)
+            self.feed(b"\n")
         if self._data:
-            self._dispatch(now)
+            self._dispatch()
         if self.finish_reason is None:
             end = "data: [DONE]" if self.done else "the end of the body"
             raise StreamCutError(
@@ -168,7 +211,8 @@ class SseAssembler:
                 f"after {self.text_chunks} chunks with text"
             )
 
-    def _dispatch(self, now: float) -> None:
+    def _dispatch(self) -> None:
+        now = self._clock()  # before parsing, as vllm bench stamps its messages
         data = self._data
         payload = data[0] if len(data) == 1 else b"\n".join(data)
         data.clear()
@@ -187,10 +231,13 @@ class SseAssembler:
             raise StreamCutError(
                 f"an event of the stream is not a JSON object: {payload[:200]!r}", malformed=True
             )
-        self.last_event = now
+        self._event(event, now)
+
+    def _event(self, event: dict[str, Any], now: float) -> None:
         choices = event.get("choices")
         if choices and isinstance(choices, list) and isinstance(choices[0], dict):
-            self._choice(choices[0], now)
+            self._time_choice(now)
+            self._choice(choices[0])
         elif event.get("error"):
             _raise_error(event)
         usage = event.get("usage")
@@ -201,8 +248,16 @@ class SseAssembler:
         if self.model is None and isinstance(event.get("model"), str):
             self.model = event["model"]
 
-    def _choice(self, choice: dict[str, Any], now: float) -> None:
+    def _time_choice(self, now: float) -> None:
+        """A choice chunk arrived at ``now``: the first token's time, or one more gap."""
         self.choice_chunks += 1
+        if self.last_choice is None:
+            self.first_choice = now
+        else:
+            self.gaps_ms.append((now - self.last_choice) * 1000.0)
+        self.last_choice = now
+
+    def _choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta")
         text = False
         if isinstance(delta, dict):
@@ -225,13 +280,7 @@ class SseAssembler:
                     self.reasoning = []
                 self.reasoning.append(thinking)
                 text = text or bool(thinking)
-        if text:
-            if self.first_text is None:
-                self.first_text = now
-            else:
-                self.gaps_ms.append((now - self.last_text) * 1000.0)
-            self.last_text = now
-            self.text_chunks += 1
+        self.text_chunks += text
         reason = choice.get("finish_reason")
         if reason is not None:
             self.finish_reason = reason

@@ -33,11 +33,14 @@ if TYPE_CHECKING:
 
 __all__ = ["build", "pair", "questions", "read_rows"]
 
-#: The serving figures the runs' table shows, in its order.
+#: The serving figures the runs' table shows, in its order: the client's ITL with the engine's
+#: beside it (``server_``: from its own metrics, when they were read).
 SERVING_FIGURES = (
     "ttft_p50_ms",
     "ttft_p90_ms",
     "tpot_p50_ms",
+    "itl_p50_ms",
+    "server_itl_p50_ms",
     "e2e_p50_ms",
     "output_tokens_per_second",
     "requests_per_second",

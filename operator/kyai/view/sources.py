@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from kyai._exitcodes import EXIT_UNREACHABLE, EXIT_USAGE
 
 if TYPE_CHECKING:
+    from kyai.api.serving import ServingStatus
     from kyai.ranking import Entry
     from kyai.results import RunResults
     from kyai.sweep_board import SweepBoard
@@ -185,22 +186,48 @@ def run_files(
     return RunFiles(summary_path, present["dataset"], present["generations"], judgements), notices
 
 
-def flat_serving(block: Any) -> dict[str, Any]:
-    """A summary's ``serving`` block as flat figures (``ttft_p50_ms`` ...) as in the status."""
-    if not isinstance(block, Mapping):
-        return {}
-    flat: dict[str, Any] = {}
+def _distributions(block: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    flat: dict[str, float] = {}
     for name in _DISTRIBUTIONS:
         numbers = block.get(f"{name}_ms")
         if isinstance(numbers, Mapping):
             for statistic in _STATISTICS:
                 value = numbers.get(statistic)
                 if isinstance(value, int | float) and not isinstance(value, bool):
-                    flat[f"{name}_{statistic}_ms"] = float(value)
+                    flat[f"{prefix}{name}_{statistic}_ms"] = float(value)
+    return flat
+
+
+def flat_serving(block: Any) -> dict[str, Any]:
+    """A summary's ``serving`` block as flat figures (``ttft_p50_ms`` ...) as in the status.
+
+    The engine's own figures (``server``, when its metrics were read) follow as
+    ``server_ttft_p50_ms`` ...
+    """
+    if not isinstance(block, Mapping):
+        return {}
+    flat: dict[str, Any] = _distributions(block)
     for name in _SERVING_SCALARS:
         value = block.get(name)
         if isinstance(value, bool | int | float):
             flat[name] = value
+    server = block.get("server")
+    if isinstance(server, Mapping):
+        flat.update(_distributions(server, "server_"))
+    return flat
+
+
+def status_serving(serving: ServingStatus | None) -> dict[str, Any]:
+    """``status.serving`` flat, as :func:`flat_serving` has a summary's block.
+
+    The engine's figures (``serving.server``) follow as ``server_ttft_p50_ms`` ...
+    """
+    if serving is None:
+        return {}
+    flat = serving.model_dump(exclude_none=True, by_alias=False, exclude={"server"})
+    if serving.server is not None:
+        server = serving.server.model_dump(exclude_none=True, by_alias=False)
+        flat.update({f"server_{name}": value for name, value in server.items()})
     return flat
 
 
@@ -372,9 +399,7 @@ def _cluster_run(
         entry=entry,
         results=None,
         errors=dict(status.errors or {}),
-        serving=status.serving.model_dump(exclude_none=True, by_alias=False)
-        if status.serving is not None
-        else {},
+        serving=status_serving(status.serving),
     )
     directory = _reachable(status.results_claim, status.results_path, entry.namespace, results_root)
     if directory is None:

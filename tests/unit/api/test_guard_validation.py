@@ -172,8 +172,8 @@ def test_workload_needs_a_framework_or_an_endpoint() -> None:
         ({"bad name!": 1}, "'bad name!' is not a flag name"),
         ({"tp": [1, True]}, "args.tp: a list may hold only strings and numbers"),
         ({"tp": [1, None]}, "args.tp: a list may hold only strings and numbers"),
-        ({"tp": None}, "args.tp: must be a string, number, boolean or list, not NoneType"),
-        ({"tp": {"a": 1}}, "args.tp: must be a string, number, boolean or list, not dict"),
+        ({"tp": None}, "args.tp: must be a string, number, boolean, list or object, not NoneType"),
+        ({"tp": [{"a": 1}]}, "args.tp: a list may hold only strings and numbers"),
     ],
 )
 def test_engine_args_refused(args: dict[str, Any], message: str) -> None:

@@ -65,7 +65,8 @@ def test_sglang_on_two_nodes_gives_every_pod_its_rank() -> None:
     tail = ["--dist-init-addr", "$(LWS_LEADER_ADDRESS):20000", "--nnodes", "$(LWS_GROUP_SIZE)",
             "--node-rank", "$(LWS_WORKER_INDEX)"]  # fmt: skip
     assert group.leader.argv[:3] == ["python3", "-m", "sglang.launch_server"]
-    assert group.leader.args[-6:] == tail and "--tp" in group.leader.args
+    # `tp` is an unambiguous prefix of SGLang's --tp-size: rendered in full.
+    assert group.leader.args[-6:] == tail and "--tp-size" in group.leader.args
     assert group.worker == group.leader
 
 

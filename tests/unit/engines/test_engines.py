@@ -14,7 +14,6 @@ from kyai.engines import (
     engine_command,
     engine_env,
     engine_for,
-    render_flags,
     served_model_name,
 )
 
@@ -50,9 +49,11 @@ def test_vllm_command_line() -> None:
         "--gpu-memory-utilization", "0.9",
         "--lora-modules", "sql=/adapters/sql", "chat=/adapters/chat",
         "--max-model-len", "32768",
+        # trust-remote-code: false is vLLM's --no-X, never nothing.
+        "--no-trust-remote-code",
+        # extraArgs stay verbatim and unchecked (0.11's --disable-log-requests included).
         "--seed", "0", "--disable-log-requests",
     ]  # fmt: skip
-    assert "--trust-remote-code" not in command.argv
 
 
 def test_sglang_command_line() -> None:
@@ -91,7 +92,7 @@ def test_trtllm_command_line_keeps_underscored_flags() -> None:
         "--trust_remote_code",
         "--backend", "pytorch",
     ]  # fmt: skip
-    # trtllm-serve 1.0 has no served-model-name option: none is passed.
+    # The operator passes no served-model-name to trtllm-serve (see kyai.engines.trtllm).
     assert not any("served" in arg for arg in command.args)
 
 
@@ -106,20 +107,11 @@ def test_without_engine_args_only_the_owned_flags_are_set(framework: str) -> Non
     assert "org/model" in args
 
 
-def test_render_flags_order_does_not_depend_on_insertion() -> None:
-    forward = dict(MIXED_ARGS)
-    backward = dict(reversed(list(MIXED_ARGS.items())))
-    assert render_flags(forward) == render_flags(backward)
-    assert render_flags({"b": 1, "--a": 2, "c": True}) == ["--a", "2", "--b", "1", "--c"]
-
-
-def test_render_flags_values() -> None:
-    assert render_flags({"flag": True}) == ["--flag"]
-    assert render_flags({"flag": False}) == []
-    assert render_flags({"flag": []}) == []
-    assert render_flags({"flag": ["a", 1, 2.5]}) == ["--flag", "a", "1", "2.5"]
-    assert render_flags({"-O": "3"}) == ["-O", "3"]
-    assert render_flags({"json": '{"a": 1}'}) == ["--json", '{"a": 1}']
+def test_rendering_order_does_not_depend_on_insertion() -> None:
+    spec = workload("vllm", model="org/model")
+    forward = engine_command(spec, eas("vllm", args=dict(MIXED_ARGS)))
+    backward = engine_command(spec, eas("vllm", args=dict(reversed(list(MIXED_ARGS.items())))))
+    assert forward.argv == backward.argv
 
 
 OWNED_SPELLINGS = [
@@ -150,13 +142,13 @@ def test_owned_flags_are_refused_in_every_spelling(
         engine_command(workload(framework, model="org/model"), spec)
     assert repr(named) in str(caught.value)
     with pytest.raises(EngineArgsError):
-        check_engine_args(spec)
+        check_engine_args(spec, engine_for(framework).owned_flags)
 
 
 def test_a_flag_given_twice_is_refused() -> None:
     spec = eas("vllm", args={"max-model-len": 4096, "max_model_len": 8192})
     with pytest.raises(EngineArgsError, match="twice"):
-        check_engine_args(spec)
+        check_engine_args(spec, engine_for("vllm").owned_flags)
 
 
 def test_framework_mismatch_is_refused() -> None:

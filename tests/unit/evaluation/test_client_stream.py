@@ -86,9 +86,28 @@ async def test_a_streamed_answer_is_asked_for_assembled_and_timed() -> None:
     assert (result.content, result.finish_reason, result.streamed) == ("Hello!", "stop", True)
     assert result.usage == {"prompt_tokens": 1, "completion_tokens": 3}
     assert result.text_chunks == 3
+    # As vllm bench: TTFT at the first chunk with a choice (the role chunk, 50 ms in), then a
+    # gap per later choice chunk (Hel at once, lo and ! 20 ms apart); E2E at the last one.
     assert result.ttft_ms is not None and result.ttft_ms >= 50.0
-    assert len(result.itl_ms) == 2 and min(result.itl_ms) >= 20.0
-    assert result.latency_ms >= result.ttft_ms + sum(result.itl_ms) - 0.01
+    assert len(result.itl_ms) == 3 and min(result.itl_ms[1:]) >= 20.0
+    assert result.itl_ms[0] < 15.0
+    assert result.latency_ms == pytest.approx(result.ttft_ms + sum(result.itl_ms), abs=1e-6)
+
+
+async def test_events_in_one_read_get_a_gap_each_and_the_usage_chunk_ends_nothing() -> None:
+    """Four choice chunks in one piece of the body (one read): three gaps, each the time it
+    took to take the next event out of the read; none dropped, merged or zero. The usage chunk,
+    200 ms later, is not the end of the request (E2E)."""
+    *choices, tail, done = answer("a", "b", "c")
+    replies = [sse([b"".join(choices), tail, done], delays=[0.03, 0.2, 0.0])]
+    async with client_for(scripted(replies, [])) as client:
+        result = await client.chat("m", MESSAGES, max_tokens=50, stream=True)
+    assert (result.content, result.text_chunks) == ("abc", 3)
+    assert result.ttft_ms is not None and result.ttft_ms >= 30.0
+    assert len(result.itl_ms) == 3
+    assert all(0.0 < gap < 15.0 for gap in result.itl_ms), list(result.itl_ms)
+    assert result.latency_ms == pytest.approx(result.ttft_ms + sum(result.itl_ms), abs=1e-6)
+    assert result.latency_ms < result.ttft_ms + 100.0  # not the usage chunk's 200 ms later
 
 
 async def test_judge_requests_do_not_stream() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -117,3 +118,39 @@ def test_a_phase_with_a_whole_answer_is_not_streamed() -> None:
     assert block["output_tokens_per_second"] is None  # no wall time: no rate
     assert not math.isnan(block["e2e_ms"]["mean"])
     assert serving_note(None) == "ttft_p50_ms=n/a output_tokens_per_s=n/a"
+
+
+def test_the_result_line_shows_the_engines_itl_beside_the_clients_when_it_was_read() -> None:
+    block = {
+        "ttft_ms": {"p50": 200.0},
+        "itl_ms": {"p50": 0.004},
+        "output_tokens_per_second": 40.0,
+        "server": {"itl_ms": {"p50": 5.08}},
+    }
+    assert serving_note(block) == (
+        "ttft_p50_ms=200.0 output_tokens_per_s=40.0 itl_p50_ms=0.0 engine_itl_p50_ms=5.1"
+    )
+    no_itl = {**block, "itl_ms": {"p50": None}, "server": {"url": "x"}}
+    assert serving_note(no_itl).endswith(" itl_p50_ms=n/a engine_itl_p50_ms=n/a")
+    unread = {key: value for key, value in block.items() if key != "server"}
+    assert serving_note(unread) == "ttft_p50_ms=200.0 output_tokens_per_s=40.0"
+
+
+def test_tpot_and_itl_follow_vllm_bench_from_the_chunk_times() -> None:
+    """TTFT t1 - t0, E2E tn - t0, ITL the n - 1 gaps, TPOT (E2E - TTFT) / (tokens - 1): the
+    gaps of one answer add up to E2E - TTFT, so the mean ITL and TPOT differ only in what
+    divides it (chunks, tokens)."""
+    times = [0.300, 0.3001, 0.320, 0.340, 0.3401, 0.380]  # role + first token together
+    gaps = [(b - a) * 1000 for a, b in itertools.pairwise(times)]
+    answer = result(
+        usage={"completion_tokens": 9},  # more tokens than chunks: some carried two
+        latency_ms=times[-1] * 1000,
+        streamed=True,
+        ttft_ms=times[0] * 1000,
+        itl_ms=gaps,
+        text_chunks=5,
+    )
+    fields = timing_fields(answer)
+    assert fields["ttft_ms"] == 300.0
+    assert fields["tpot_ms"] == 10.0  # (380 - 300) / (9 - 1)
+    assert fields["itl_ms_mean"] == 16.0  # (380 - 300) / 5 gaps

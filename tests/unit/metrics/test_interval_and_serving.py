@@ -22,7 +22,7 @@ STATUS: dict[str, Any] = {
         "ttftMeanMs": 52.0, "requests": 40, "failed": 2,
         "itlP50Ms": 5.0, "outputTokensPerSecond": 26.5, "gpus": 2, "gpuSeconds": 3.0,
         "server": {"ttftP50Ms": 50.0, "ttftP90Ms": 58.0, "e2eP50Ms": 650.0,
-                   "e2eMeanMs": 700.5, "requests": 41},
+                   "e2eMeanMs": 700.5, "requests": 41, "itlP50Ms": 4.5, "itlP99Ms": 9.0},
     },
 }  # fmt: skip
 
@@ -55,7 +55,7 @@ def samples_by_name(family: Any) -> dict[str, dict[str, float]]:
 def test_serving_figures_are_summaries_in_seconds() -> None:
     families = observed(STATUS)
     for source in ("", "server_"):
-        for figure in ("ttft", "tpot", "e2e"):
+        for figure in ("ttft", "tpot", "itl", "e2e"):
             family = families[f"kyai_evaluation_{source}{figure}_seconds"]
             assert family.type == "summary", family.name
     ttft = families["kyai_evaluation_ttft_seconds"]
@@ -74,6 +74,24 @@ def test_serving_figures_are_summaries_in_seconds() -> None:
     assert families["kyai_evaluation_server_tpot_seconds"].samples == []
 
 
+def test_the_engines_itl_is_exported_beside_the_clients() -> None:
+    """Where the engine's metrics were read, its ITL stands beside the client's (which, timed
+    as vllm bench serve times it, shows what reaches the client: several tokens in one read
+    give gaps near 0 where the engine saw one gap per token)."""
+    families = observed(STATUS)
+    client = families["kyai_evaluation_itl_seconds"]
+    server = families["kyai_evaluation_server_itl_seconds"]
+    assert samples_by_name(client) == {"kyai_evaluation_itl_seconds": {"0.5": 0.005}}
+    assert samples_by_name(server) == {
+        "kyai_evaluation_server_itl_seconds": {"0.5": 0.0045, "0.99": 0.009}
+    }
+    assert "vllm bench serve" in client.documentation
+    assert "engine's own histograms" in server.documentation
+    bare = observed({**STATUS, "serving": {**STATUS["serving"], "server": None}})
+    assert bare["kyai_evaluation_server_itl_seconds"].samples == []
+    assert bare["kyai_evaluation_itl_seconds"].samples != []
+
+
 def test_only_e2e_has_a_count_and_a_sum_each_side_its_own() -> None:
     families = observed(STATUS)
     # The client's: one observation per answer received (failed requests left out), the
@@ -88,9 +106,9 @@ def test_only_e2e_has_a_count_and_a_sum_each_side_its_own() -> None:
     assert server["kyai_evaluation_server_e2e_seconds"] == {"0.5": 0.65}
     assert server["kyai_evaluation_server_e2e_seconds_count"] == {"": 41.0}
     assert server["kyai_evaluation_server_e2e_seconds_sum"] == {"": 28.7205}  # 41 x 700.5 ms
-    # TTFT and TPOT: no count in the status (not every answer has them), so quantiles only,
-    # even where a mean is known.
-    for name in ("ttft", "tpot", "server_ttft"):
+    # TTFT, TPOT and ITL: no count in the status (not every answer has them; ITL counts gaps),
+    # so quantiles only, even where a mean is known.
+    for name in ("ttft", "tpot", "itl", "server_ttft", "server_itl"):
         family = families[f"kyai_evaluation_{name}_seconds"]
         assert {s.name for s in family.samples} == {family.name}, name
     # No count without a mean to make the sum of, nor a mean without a count.

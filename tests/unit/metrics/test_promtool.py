@@ -98,8 +98,9 @@ def test_the_exposition_has_series_of_every_family_the_operator_yields() -> None
     for family in metrics.registry.collect():
         found = served.get(family.name)
         assert found and found.samples, f"no {family.name} series: promtool would not see any"
-    for name in ("ttft", "tpot", "e2e", "server_ttft", "server_tpot", "server_e2e"):
-        assert served[f"kyai_evaluation_{name}_seconds"].type == "summary", name
+    for figure in ("ttft", "tpot", "itl", "e2e"):
+        for name in (figure, f"server_{figure}"):
+            assert served[f"kyai_evaluation_{name}_seconds"].type == "summary", name
     assert "kyai_evaluation_e2e_seconds_count" in text
     assert "kyai_evaluation_server_e2e_seconds_sum" in text
 

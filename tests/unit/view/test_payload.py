@@ -146,6 +146,35 @@ def test_a_run_shows_its_errors_by_kind_and_serving_figures(make_run: RunFactory
     assert run["comparison_key"] == "key-a" and run["avg_score"] == pytest.approx(2 / 3)
 
 
+def test_the_engines_itl_stands_beside_the_clients_where_its_metrics_were_read(
+    make_run: RunFactory,
+) -> None:
+    serving = {
+        "ttft_ms": {"p50": 12.5},
+        "itl_ms": {"mean": 4.9, "p50": 0.004, "p90": 20.1},
+        "server": {"url": "http://e/metrics", "itl_ms": {"mean": 5.0, "p50": 5.1}},
+    }
+    read = page_data(make_run("a", [1.0, 0.0], serving=serving))["runs"][0]["serving"]
+    assert read == {"ttft_p50_ms": 12.5, "itl_p50_ms": 0.004, "server_itl_p50_ms": 5.1}
+    unread = {key: value for key, value in serving.items() if key != "server"}
+    alone = page_data(make_run("b", [1.0, 0.0], serving=unread))["runs"][0]["serving"]
+    assert alone == {"ttft_p50_ms": 12.5, "itl_p50_ms": 0.004}
+
+
+def test_a_cluster_runs_engine_itl_comes_from_its_status(cluster: list[dict[str, Any]]) -> None:
+    run = run_object("a", right_on({1}, 4))
+    run["status"]["serving"] = ServingStatus.model_validate(
+        {"ttftP50Ms": 20.0, "itlP50Ms": 0.004, "server": {"itlP50Ms": 5.1, "requests": 4}}
+    ).model_dump(by_alias=True, exclude_none=True)
+    cluster.append(run)
+    data = build(cluster_sources("evals", None, None), now=NOW)
+    assert data["runs"][0]["serving"] == {
+        "ttft_p50_ms": 20.0,
+        "itl_p50_ms": 0.004,
+        "server_itl_p50_ms": 5.1,
+    }
+
+
 def test_questions_join_the_row_the_answer_and_the_judgement(make_run: RunFactory) -> None:
     answer = '</script><img src=x onerror="alert(1)">'
     data = page_data(make_run("a", [1.0, 0.0], answers={0: answer}, errors={1: "HTTP 500"}))

@@ -80,8 +80,9 @@
   }
   function runsSection() {
     const columns = ["Run", "Source", "Model", "Comparison key", "Dataset", "Score", "95 % interval",
-      "Rank", "Errors", "Errors by kind", "TTFT p50 ms", "TTFT p90 ms", "TPOT p50 ms", "E2E p50 ms",
-      "Output tok/s", "Requests/s", "Concurrency"];
+      "Rank", "Errors", "Errors by kind", "TTFT p50 ms", "TTFT p90 ms", "TPOT p50 ms",
+      "ITL p50 ms (client)", "ITL p50 ms (engine)", "E2E p50 ms", "Output tok/s", "Requests/s",
+      "Concurrency"];
     const rows = data.runs.map((run) => [
       el("span", { class: "run", text: run.label }), run.source, run.model || "-",
       el("code", { title: run.comparison_key, text: shortKey(run.comparison_key) }), run.dataset || "-",
@@ -90,6 +91,7 @@
       run.rank === null ? el("span", { title: run.rank_unavailable || "", text: "n/a" }) : String(run.rank),
       `${run.error_count}${run.questions === null ? "" : "/" + run.questions}`, errorsCell(run),
       fixed(run.serving.ttft_p50_ms, 1), fixed(run.serving.ttft_p90_ms, 1), fixed(run.serving.tpot_p50_ms, 2),
+      fixed(run.serving.itl_p50_ms, 3), fixed(run.serving.server_itl_p50_ms, 3),
       fixed(run.serving.e2e_p50_ms, 1), fixed(run.serving.output_tokens_per_second, 1),
       fixed(run.serving.requests_per_second, 2),
       run.serving.concurrency === undefined ? "-" : String(run.serving.concurrency)]);

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -137,7 +137,11 @@ class DevCluster:
     stand-in image it runs for the stand-ins' and serving engines' images).
     ``https_port`` is the HTTPS listener's port (0: a free one; None: no HTTPS listener),
     which in-cluster configuration of containers uses. ``engine_command`` replaces the
-    engine stand-in (``python -m kyai_testing.engines``) that serving engines' images run.
+    engine stand-in (``python -m kyai_testing.engines``) that serving engines' images run;
+    ``engine_commands`` does so per image pattern (fnmatch, first match wins, before
+    ``engine_command``; its patterns count as engine images): ``{"vllm/vllm-openai*":
+    [python, launcher]}`` runs a real ``vllm serve`` for vLLM's images, the stand-in for
+    the others. Either command is followed by the container's command and args.
     ``entrypoint_function`` (process runtime) replaces ``entrypoint``: a local-image
     container without a command runs as that coroutine in the devcluster's event loop.
     ``kueue`` installs Kueue's CRDs and runs the Kueue emulation (:mod:`kyai_devcluster._kueue`).
@@ -166,6 +170,7 @@ class DevCluster:
         entrypoint_function: EntryFunction | None = None,
         kueue: bool = False,
         lws: bool = False,
+        engine_commands: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         if runtime not in ("process", "podman"):
             raise DevClusterError(f"runtime must be 'process' or 'podman', not {runtime!r}")
@@ -195,6 +200,9 @@ class DevCluster:
         self.https_url = ""
         self.max_probe_period = max_probe_period
         self.engine_command = tuple(engine_command) if engine_command else None
+        self.engine_commands = {
+            pattern: tuple(command) for pattern, command in (engine_commands or {}).items()
+        }
         self.entrypoint_function = entrypoint_function
         self.kueue = kueue
         self.lws = lws
@@ -291,6 +299,7 @@ class DevCluster:
             max_probe_period=self.max_probe_period,
             engine_command=self.engine_command,
             entrypoint_function=self.entrypoint_function,
+            engine_commands=self.engine_commands,
         )
         self.server.logs = self._kubelet
         self._controllers = [

@@ -4,7 +4,10 @@ Which image runs how (:meth:`Kubelet.plan_image`, :mod:`kyai_devcluster._images`
 project's image and the stand-in image run as written (local processes, or containers of
 ``--image`` / ``--standin-image`` in podman when its store lacks them); a serving engine's
 image runs the engine stand-in ``python -m kyai_testing.engines <command and args>`` (in
-podman, in a container of the stand-in image) with ``KYAI_DEVCLUSTER_POD_IP`` set; any
+podman, in a container of the stand-in image) with ``KYAI_DEVCLUSTER_POD_IP`` and
+``KYAI_DEVCLUSTER_IMAGE`` (the image the container names, whose version the stand-in
+imitates) set, or the command its image pattern maps to in ``engine_commands`` (a real
+engine); any
 other image cannot be pulled: the pod waits with ``ErrImagePull`` then ``ImagePullBackOff``
 as on a real node (podman: until the image appears in its store). Exception kept from
 earlier versions: a *Job* pod of another image in the ``process`` runtime fails at once with
@@ -49,8 +52,9 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -105,6 +109,8 @@ PASSED_ENVIRONMENT: tuple[str, ...] = ("LANG", "LC_ALL", "TZ", "SYSTEMROOT")
 #: Where Kubernetes projects the service-account token.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 POD_IP_VARIABLE = "KYAI_DEVCLUSTER_POD_IP"
+#: The image an engine container names, given to the engine stand-in that runs for it.
+ENGINE_IMAGE_VARIABLE = "KYAI_DEVCLUSTER_IMAGE"
 #: What the NVIDIA device plugin (envvar strategy) gives a container: its GPUs' UUIDs.
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_VARIABLE = "NVIDIA_VISIBLE_DEVICES"
@@ -227,6 +233,7 @@ class Kubelet:
         restart_backoff: tuple[float, float] = RESTART_BACKOFF,
         engine_command: Sequence[str] | None = None,
         entrypoint_function: EntryFunction | None = None,
+        engine_commands: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.store = store
         self.workdir = workdir
@@ -236,6 +243,9 @@ class Kubelet:
             standin_images=tuple(standin_images),
             project_image=project_image,
             standin_image=standin_image,
+            engine_commands=tuple(
+                (pattern, tuple(command)) for pattern, command in (engine_commands or {}).items()
+            ),
         )
         self.entrypoint = tuple(entrypoint)
         self.kill_grace_seconds = kill_grace_seconds
@@ -245,7 +255,8 @@ class Kubelet:
         self.ca_file = ca_file
         self.max_probe_period = max_probe_period
         self.restart_backoff = restart_backoff
-        #: What an engine image runs, followed by the container's command and args.
+        #: What an engine image runs, followed by the container's command and args (an
+        #: image matching an ``engine_commands`` pattern runs that pattern's command).
         self.engine_command = tuple(engine_command) if engine_command else None
         #: Runs in place of ``entrypoint`` (process runtime) inside the event loop.
         self.entrypoint_function = entrypoint_function
@@ -403,6 +414,8 @@ class Kubelet:
         self.pod_addresses.release(run.uid)
         # Memory-backed volumes live outside the workdir: never leave them behind.
         shutil.rmtree(self._memory_dir(run), ignore_errors=True)
+        if self.runtime.name == "process":
+            shutil.rmtree(self._temp_dir(run), ignore_errors=True)
         # A pod of the same name may run already (a StatefulSet's or LeaderWorkerSet's pod
         # recreated as soon as the old one left the store): its directory is the same one.
         successor = any(
@@ -761,6 +774,14 @@ class Kubelet:
     def _lookup(self, plural: str, namespace: str, name: str) -> Obj | None:
         return self.store.find(self.store.type_for("", plural), namespace, name)
 
+    def _temp_dir(self, run: PodRun) -> Path:
+        """A process pod's own ``TMPDIR``: short, as a container's ``/tmp`` is.
+
+        Unix socket paths hold at most 107 bytes: vLLM binds its engine's ZMQ sockets at
+        ``$TMPDIR/<uuid>``, which a directory under a test's workdir would overrun.
+        """
+        return Path(tempfile.gettempdir()) / f"kyai-pod-{run.uid.replace('-', '')[:12]}"
+
     def _memory_dir(self, run: PodRun) -> Path:
         shm = Path("/dev/shm")
         base = shm if shm.is_dir() and os.access(shm, os.W_OK) else self.workdir / "shm"
@@ -993,6 +1014,8 @@ class Kubelet:
         if self.runtime.name == "process":
             home = self.pod_dir(namespace, name) / "home"
             home.mkdir(parents=True, exist_ok=True)
+            temp = self._temp_dir(run)
+            temp.mkdir(mode=0o700, parents=True, exist_ok=True)
             env.update({key: os.environ[key] for key in PASSED_ENVIRONMENT if key in os.environ})
             bin_dir = str(Path(sys.executable).parent)
             if service_account is not None:
@@ -1003,7 +1026,7 @@ class Kubelet:
             env.update(
                 PATH=os.pathsep.join([bin_dir, os.environ.get("PATH", os.defpath)]),
                 HOME=str(home),
-                TMPDIR=str(home),
+                TMPDIR=str(temp),
                 PYTHONUNBUFFERED="1",
                 KUBECONFIG=str(self._kubeconfig(namespace, token)),
             )
@@ -1108,11 +1131,16 @@ class Kubelet:
         function = None
         if kind == "engine":
             argv = [expand_references(part, env) for part in command + args]
-            if self.engine_command:
+            mapped = self.images.engine_command(str(container.get("image") or ""))
+            if mapped:
+                entry = list(mapped)
+            elif self.engine_command:
                 entry = list(self.engine_command)
             else:
                 python = "python" if self.runtime.name == "podman" else sys.executable
                 entry = [python, "-m", ENGINE_STANDIN_MODULE]
+                # The stand-in imitates the engine version the image's tag names.
+                env[ENGINE_IMAGE_VARIABLE] = str(container.get("image") or "")
             argv = [*entry, *argv]
             has_entrypoint = True
         elif self.runtime.name == "podman":

@@ -5,6 +5,11 @@ pod: argv, env, mounts, security context) and returns a :class:`Handle` to wait 
 and exec into it. ``process`` runs the argv as a child process (mount paths already
 rewritten by the kubelet); ``podman`` runs ``podman run`` with the pod's volumes, env,
 security context, host network and the devcluster's hosts file as ``/etc/hosts``.
+
+A process container is a process group (its main process leads a new session): stopping it
+signals the whole group, and when its main process ends, whatever is left of the group is
+killed, as the processes of a container end with its PID 1 (vLLM's engine processes, for
+one, outlive its API server's SIGTERM).
 """
 
 from __future__ import annotations
@@ -140,9 +145,14 @@ class _ProcessHandle(_LocalHandle):
     def __init__(self, process: asyncio.subprocess.Process, launch: Launch, cwd: str) -> None:
         super().__init__(launch, cwd)
         self.process = process
+        self._group_killed = False
 
     async def wait(self) -> Exit:
-        return self._exit(await self.process.wait())
+        code = await self.process.wait()
+        if not self._group_killed:  # once, right as it ends: never a later group of that id
+            self._group_killed = True
+            _kill_group(self.process.pid)
+        return self._exit(code)
 
     def running(self) -> bool:
         return self.process.returncode is None
@@ -153,8 +163,22 @@ class _ProcessHandle(_LocalHandle):
         await _stop_group(self.process.pid, grace, self.process.wait)
 
 
+def _kill_group(pid: int) -> None:
+    """SIGKILL what is left of the process group ``pid`` once its leader has ended.
+
+    A container's other processes end with its main one (PID 1 of a PID namespace takes
+    them with it). The group's id cannot go to a new process while any member is left, so
+    this reaches only the container's own processes.
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 async def _stop_group(pid: int, grace: float, wait: Callable[[], Awaitable[object]]) -> None:
-    """SIGTERM to the process group ``pid``, SIGKILL after ``grace`` seconds; until ``wait``."""
+    """SIGTERM to the process group ``pid``, SIGKILL after ``grace`` seconds; until ``wait``.
+
+    ``wait`` kills what is left of the group once its leader has ended.
+    """
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGTERM)
     try:
@@ -257,9 +281,10 @@ class _ForkedHandle(_LocalHandle):
             code = None
         finally:
             self._writer.close()
-        if code is None:  # the server is gone: so is the child (it kills them when it goes)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.pid, signal.SIGKILL)
+        # The child has ended (or the server is gone, and so is the child: it kills them
+        # when it goes): what is left of its group goes with it.
+        _kill_group(self.pid)
+        if code is None:
             code = -signal.SIGKILL
         self._ended = self._exit(code)
         return self._ended

@@ -19,6 +19,7 @@ from kyai_devcluster._images import (
     DEFAULT_STANDIN_IMAGE,
     DEFAULT_STANDIN_IMAGES,
     ENGINE_IMAGES,
+    parse_engine_command,
 )
 
 
@@ -109,6 +110,22 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         ),
     )
     parser.add_argument(
+        "--engine-command",
+        action="append",
+        dest="engine_commands",
+        metavar="PATTERN=COMMAND",
+        type=_engine_command,
+        default=None,
+        help=(
+            "pods of engine images matching PATTERN (fnmatch) run COMMAND (split as a shell "
+            "would) followed by the container's command and args, instead of the engine "
+            "stand-in (in podman: inside the --standin-image container); e.g. "
+            "'vllm/vllm-openai*=.venv-engines/bin/python "
+            "tools/testing/src/kyai_testing/real_engines/vllm_launcher.py' runs the real "
+            "vllm serve (make test-engines installs it); repeatable, the first match wins"
+        ),
+    )
+    parser.add_argument(
         "--https-port",
         type=int,
         default=0,
@@ -192,6 +209,7 @@ async def _serve(args: argparse.Namespace) -> int:
         entrypoint_function=function,
         kueue=args.kueue,
         lws=args.lws,
+        engine_commands=dict(args.engine_commands or ()),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -224,6 +242,14 @@ async def _serve(args: argparse.Namespace) -> int:
             loop.remove_signal_handler(signum)
     print("kyai devcluster stopped", flush=True)
     return 0
+
+
+def _engine_command(text: str) -> tuple[str, tuple[str, ...]]:
+    """``--engine-command PATTERN=COMMAND`` (argparse's type: a usage error when malformed)."""
+    try:
+        return parse_engine_command(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _load_function(spec: str) -> Any:

@@ -121,7 +121,8 @@ class LLMDouble:
     imitate servers that do not stream) and ``GET /metrics`` (vLLM's or SGLang's serving
     histograms, :mod:`kyai_testing._metrics`) on ``host:port`` (port 0 picks a free one).
     Answers take ``latency_s`` (plus the rule's ``delay_s``), then ``ttft_s`` to the first
-    token and ``token_s`` per further token. Use it as an async context manager inside a
+    token and ``token_s`` per further token (``events_per_write`` > 1: that many token events
+    in each write of a stream). Use it as an async context manager inside a
     test's event loop, or through :meth:`start_in_thread` for code that runs elsewhere (a
     ``kyai`` subprocess, a synchronous test).
 
@@ -146,6 +147,7 @@ class LLMDouble:
         metrics: MetricsFamily | None = None,
         interrupt_requests: bool = False,
         unauthorized_status: int = 401,
+        events_per_write: int = 1,
     ) -> None:
         if not models:
             raise DoubleConfigError("The double needs at least one model to serve.")
@@ -156,6 +158,8 @@ class LLMDouble:
         for name, value in (("latency_s", latency_s), ("ttft_s", ttft_s), ("token_s", token_s)):
             if value < 0:
                 raise DoubleConfigError(f"{name}={value} must not be negative.")
+        if events_per_write < 1:
+            raise DoubleConfigError(f"events_per_write={events_per_write} must be at least 1.")
         if stream_mode not in STREAM_MODES:
             raise DoubleConfigError(
                 f"stream_mode={stream_mode!r} is not one of {', '.join(STREAM_MODES)}."
@@ -174,6 +178,9 @@ class LLMDouble:
         self.token_s = token_s
         #: How ``"stream": true`` is answered (one of :data:`STREAM_MODES`).
         self.stream_mode = stream_mode
+        #: Token events sent in one write: several reach the client in one read, as behind a
+        #: buffering proxy (the engine's metrics still see every token when it is due).
+        self.events_per_write = events_per_write
         #: Serve one chat request at a time and end a stream with ``[DONE]`` (no
         #: ``finish_reason``) as soon as a newer request waits, as llama-cpp-python's server
         #: does with ``interrupt_requests`` (its default): its two locks, the outer held by
@@ -432,6 +439,7 @@ class LLMDouble:
                 cut=cuts.get(fault or ""),
                 observe=lambda timeline: self._observe(reply, timeline),
                 interrupted=self._newer_request_waits if self.interrupt_requests else None,
+                events_per_write=self.events_per_write,
             )
         tokens = int(reply.body["usage"]["completion_tokens"])
         timeline = await pace_whole(record.started, tokens, self.ttft_s, self.token_s)
@@ -522,7 +530,9 @@ class LLMDouble:
                     )
                 )
             if max_tokens is not None and prompt_tokens + max_tokens > window:
-                if not spec.clamp_max_tokens:
+                # vLLM clamps max_tokens to the rest of the window, but never above it.
+                over = spec.overflow_style == "vllm" and max_tokens > window
+                if not spec.clamp_max_tokens or over:
                     return _reply(
                         total_overflow_answer(
                             spec.overflow_style,

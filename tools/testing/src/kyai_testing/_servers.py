@@ -5,12 +5,16 @@ family, so that a client's context-length handling can be tested against the rea
 Sources (read from the servers' own code, quoted verbatim):
 
 ``vllm``
-    Current vLLM (the renderer refactor, ``vllm/renderers/params.py``): the prompt is tokenized
-    with truncation at ``max_input_tokens + 1``, hence "at least"; the message ends with the
+    Current vLLM (the renderer refactor, ``vllm/renderers/params.py``; the wording of 0.32 and
+    0.34, seen from 0.32's own server): ``max_tokens`` over the window is refused ("cannot be
+    greater than max_model_len=N"); a prompt over it too, tokenized with truncation at
+    ``max_input_tokens + 1``, hence "at least"; the message ends with the
     ``(parameter=…, value=…)`` suffix that ``VLLMValidationError.__str__`` appends
     (``vllm/exceptions.py``); the body is ``{"error": ErrorInfo}`` with ``code`` the HTTP
     status (``ErrorInfo``/``ErrorResponse`` in ``vllm/entrypoints/openai/engine/protocol.py``).
-    With no ``max_tokens`` it reports "0 output tokens".
+    0.32 answers a prompt that fits with ``max_tokens`` over the rest, clamping ``max_tokens``:
+    pair the style with ``clamp_max_tokens=True`` to imitate it (without, the refusal an earlier
+    renderer gave, "you requested M output tokens and your prompt contains at least P").
 ``vllm_v0_10``
     vLLM ≈0.6–0.11 (``OpenAIServing._validate_input`` in
     ``vllm/entrypoints/openai/serving_engine.py``): "'max_tokens' or 'max_completion_tokens' is
@@ -255,15 +259,29 @@ def total_overflow_answer(
 def _vllm_current(p: int, n: int, m: int | None, param_name: str) -> Answer:
     requested = m or 0
     if requested > n:
-        # TokenizeParams.__post_init__, max_total_tokens_param overridden to max_model_len.
+        # TokenizeParams.__post_init__, max_total_tokens_param overridden to max_model_len
+        # (vLLM 0.32 and 0.34, read from vllm/renderers/params.py and seen from 0.32's server).
         message = (
-            f"{param_name}={requested} cannot be greater than "
-            f"max_model_len=max_total_tokens={n}. Please request fewer output tokens."
+            f"{param_name}={requested} cannot be greater than max_model_len={n}. Please "
+            "request fewer output tokens."
         )
         return error_answer(
             "vllm", 400, f"{message} (parameter={param_name}, value={requested})", param=param_name
         )
-    # The tokenizer truncates at max_input_tokens + 1, so vLLM only knows a lower bound.
+    if p >= n:
+        # TokenizeParams._token_len_check: the tokenizer truncates at max_input_tokens + 1, so
+        # vLLM only knows a lower bound ("at least") once the prompt is over.
+        seen = min(p, n + 1)
+        qualifier = "at least " if seen == n + 1 else ""
+        message = (
+            f"This model's maximum context length is {n} tokens. However, your prompt "
+            f"contains {qualifier}{seen} input tokens, which exceeds this limit even without "
+            "any output tokens. Please reduce the length of the input prompt. "
+            f"(parameter=input_tokens, value={seen})"
+        )
+        return error_answer("vllm", 400, message, param="input_tokens")
+    # A prompt that fits, with max_tokens on top over the window: vLLM 0.32 answers and clamps
+    # (pair the style with clamp_max_tokens=True for that); an earlier renderer refused it so.
     seen = min(p, n - requested + 1)
     message = (
         f"This model's maximum context length is {n} tokens. However, you requested "

@@ -12,6 +12,12 @@ late wake-ups do not add up. A streamed answer is sent as vLLM sends one:
 - with ``stream_options.include_usage``, a final chunk with ``choices: []`` and ``usage``;
 - ``data: [DONE]``.
 
+``events_per_write`` > 1 sends the token events in groups, each group in one write when its
+last token is due (the role chunk with the first group): what a client sees when several
+events reach it in one read (a proxy that buffers, a client whose event loop was busy). The
+engine's timeline still stamps every token when it is due, so the engine's figures stay
+those of the pacing while the client's show the batching.
+
 A whole answer is sent when its last token is due.
 """
 
@@ -109,13 +115,15 @@ async def stream_answer(
     cut: str | None = None,
     observe: Callable[[Timeline], None] | None = None,
     interrupted: Callable[[], bool] | None = None,
+    events_per_write: int = 1,
 ) -> web.StreamResponse:
     """Send ``body`` (a complete chat completion) as server-sent events, paced.
 
     ``cut`` damages the stream (one of the ``CUT_*`` kinds). ``interrupted`` is asked after
     each event is written, as llama-cpp-python's server asks whether a newer request waits
     (``interrupt_requests``): when it says so the stream ends at once with ``data: [DONE]``
-    and no ``finish_reason``.
+    and no ``finish_reason`` (each event is then written on its own). ``events_per_write``
+    token events go out in one write (see the module's docstring).
     """
     response = web.StreamResponse(
         status=200, headers={"Content-Type": EVENT_STREAM, "Cache-Control": "no-cache"}
@@ -130,8 +138,11 @@ async def stream_answer(
     role = _event({**head, "choices": [_choice({"role": "assistant", "content": ""}, None)]})
     ready = time.monotonic()
     sent: list[float] = []
+    pending = b""  # events held back for the next write (events_per_write > 1)
     for index, delta in enumerate(deltas):
         if cut in _CUTS_HALF_WAY and index == len(deltas) // 2:
+            if pending:
+                await response.write(pending)
             return await _cut(request, response, cut or "", head)
         await until(ready + ttft_s + index * token_s)
         # Stamped when the token is out of the engine, before it is written, as vLLM and
@@ -141,7 +152,10 @@ async def stream_answer(
         reason = choice["finish_reason"] if last and cut != CUT_NO_FINISH else None
         event = _event({**head, "choices": [_choice(delta, reason)]})
         if interrupted is None:
-            await response.write(role + event if index == 0 else event)
+            pending += role + event if index == 0 else event
+            if last or (index + 1) % events_per_write == 0:
+                await response.write(pending)
+                pending = b""
             continue
         # llama-cpp-python writes its role chunk on its own and looks for a newer request
         # after every chunk: often its interrupted streams carry no token at all.

@@ -1,9 +1,14 @@
 """What the engine stand-ins share: the parsed command line, flag tables, settings from env.
 
-A stand-in parses an engine container's command line with the real engine's flag set, read
-from a JSON table in ``flags/`` (see ``scripts/extract_engine_flags.py`` for where each table
-comes from), and turns it into a :class:`ServeConfig`: where to listen, what to call the model,
-its context window and whether ``/v1/models`` reports it.
+A stand-in parses an engine container's command line with the real engine's options, from
+the same flag tables the operator checks EngineArgsSets against (``kyai.engines``'
+``flags/<engine>/<version>.json``, written by ``make engine-flags`` from the engines' own
+parsers), so a stand-in refuses what the real engine of that version refuses. The version is
+the one the pod's image names (``KYAI_DEVCLUSTER_IMAGE``, set by the devcluster's kubelet),
+else ``KYAI_STANDIN_ENGINE_VERSION``, else the operator's default image's; a version without
+a table of its own parses with the newest table. The parsed command line becomes a
+:class:`ServeConfig`: where to listen, what to call the model, its context window and
+whether ``/v1/models`` reports it.
 """
 
 from __future__ import annotations
@@ -15,11 +20,11 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
+from kyai.engines import Flag, FlagTable, engine_for, image_version
+from kyai.engines import table_for as _table_for
 from kyai_testing._metrics import MetricsFamily
 from kyai_testing._servers import OverflowStyle
 
@@ -112,16 +117,29 @@ class ServeConfig:
 # -- flag tables ---------------------------------------------------------------------------
 
 
-@cache
-def flag_table(engine: str) -> dict[str, Any]:
-    """The JSON flag table of ``engine`` (``flags/<engine>.json``)."""
-    text = (
-        resources.files("kyai_testing.engines")
-        .joinpath(f"flags/{engine}.json")
-        .read_text(encoding="utf-8")
-    )
-    table: dict[str, Any] = json.loads(text)
-    return table
+#: The image of the pod's container (the devcluster's kubelet sets it).
+ENV_IMAGE = "KYAI_DEVCLUSTER_IMAGE"
+#: The engine version to imitate when no image says it.
+ENV_ENGINE_VERSION = "KYAI_STANDIN_ENGINE_VERSION"
+
+
+def engine_version(engine: str, environ: Mapping[str, str]) -> str | None:
+    """The version a stand-in imitates: the image's, the variable's, else the default's."""
+    image = environ.get(ENV_IMAGE, "").strip()
+    if image:
+        return image_version(image)
+    version = environ.get(ENV_ENGINE_VERSION, "").strip()
+    if version:
+        return version
+    return image_version(engine_for(engine).default_image)
+
+
+def flag_table(engine: str, environ: Mapping[str, str] | None = None) -> FlagTable:
+    """The flag table of the version ``engine``'s stand-in imitates (see the module doc)."""
+    choice = _table_for(engine, engine_version(engine, os.environ if environ is None else environ))
+    if choice.table is None:
+        raise StandinUsageError(f"kyai_testing.engines: no flag table of {engine}.\n", 2)
+    return choice.table
 
 
 class _Refuse(argparse.Action):
@@ -141,37 +159,77 @@ class _Refuse(argparse.Action):
         raise StandinUsageError(f"ValueError: {self.help}\n", 1)
 
 
+class _Switch(argparse.Action):
+    """A switch with spellings that turn it on and others that turn it off.
+
+    argparse's ``BooleanOptionalAction`` (``--no-X``) and vLLM 0.34's ``EnableDisableAction``
+    (``--disable-X``) alike.
+    """
+
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, negatives: Sequence[str] = (), **kw: Any
+    ) -> None:
+        self.negatives = frozenset(negatives)
+        super().__init__(option_strings, dest, nargs=0, default=None, **kw)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, option_string not in self.negatives)
+
+
+_CONVERTERS: dict[str, Callable[[str], Any]] = {"int": int, "float": float}
+
+
+def _flag_kwargs(flag: Flag, types: Mapping[str, Callable[[str], Any]]) -> dict[str, Any]:
+    """Argparse's keywords for one table entry (the engine's own kind, choices, type)."""
+    kwargs: dict[str, Any] = {}
+    if flag.kind == "boolean":
+        if flag.negative is not None:
+            kwargs["action"] = _Switch
+            kwargs["negatives"] = (flag.negative, *flag.negative_aliases)
+        else:
+            kwargs["action"] = "store_true" if flag.sets else "store_false"
+        return kwargs
+    if flag.kind == "deprecated":
+        return {"action": _Refuse, "help": flag.message or f"{flag.option} is deprecated."}
+    if flag.kind == "list":
+        kwargs["nargs"] = "+"
+    elif flag.kind == "any":
+        kwargs["nargs"] = "*"
+    elif flag.kind == "optional":
+        kwargs["nargs"] = "?"
+    elif flag.kind == "append":
+        kwargs["action"] = "append"
+    dest = flag.name.replace("-", "_")
+    converter = types.get(dest) or _CONVERTERS.get(flag.type or "")
+    if converter is not None:
+        kwargs["type"] = converter
+    if flag.choices is not None:
+        kwargs["choices"] = [
+            choice if converter is not None else str(choice) for choice in flag.choices
+        ]
+    if flag.required:
+        kwargs["required"] = True
+    return kwargs
+
+
 def add_table_flags(
     parser: argparse.ArgumentParser,
-    engine: str,
+    table: FlagTable,
     types: Mapping[str, Callable[[str], Any]] | None = None,
 ) -> None:
-    """Add every flag of ``engine``'s table to ``parser``; ``types`` maps a dest to a type."""
-    types = types or {}
-    for entry in flag_table(engine)["flags"]:
-        options: list[str] = entry["options"]
-        kind: str = entry["kind"]
-        kwargs: dict[str, Any] = {}
-        if kind == "flag":
-            kwargs["action"] = "store_true"
-        elif kind == "bool":
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif kind == "list":
-            kwargs["nargs"] = "+"
-        elif kind == "optional":
-            kwargs["nargs"] = "?"
-        elif kind == "any":
-            kwargs["nargs"] = "*"
-        elif kind == "append":
-            kwargs["action"] = "append"
-        elif kind == "deprecated":
-            kwargs["action"] = _Refuse
-            kwargs["help"] = entry.get("message") or f"{options[0]} is deprecated."
-        if entry.get("required"):
-            kwargs["required"] = True
-        action = parser.add_argument(*options, **kwargs)
-        if action.dest in types and kind in ("value", "optional"):
-            action.type = types[action.dest]
+    """Add every option of ``table`` to ``parser``; ``types`` maps a dest to a converter."""
+    for flag in table.flags:
+        spellings = list(flag.spellings)
+        kwargs = _flag_kwargs(flag, types or {})
+        if kwargs.get("action") is _Switch:
+            spellings += [*kwargs["negatives"]]
+        parser.add_argument(*spellings, dest=flag.name.replace("-", "_"), **kwargs)
 
 
 def run_argparse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:

@@ -58,6 +58,7 @@ from typing import Any
 from aiohttp import web
 
 from kyai_testing.engines import sglang, vllm
+from kyai_testing.engines._build import build
 from kyai_testing.engines._common import ENV_POD_IP, StandinUsageError
 
 SHELLS = frozenset({"sh", "bash", "dash"})
@@ -344,8 +345,6 @@ async def script_command(session: Session, args: Sequence[str]) -> int:
 
 async def _serve_until(session: Session, argv: Sequence[str], broken: asyncio.Event | None) -> int:
     """Serve the engine of ``argv`` until SIGTERM (0) or until ``broken`` is set (1)."""
-    from kyai_testing.engines.__main__ import build
-
     server = build(argv, session.environ)
     try:
         await server.start()

@@ -59,7 +59,7 @@ class StandinServer:
             ModelSpec(
                 name,
                 max_model_len=config.max_model_len if config.enforce_window else None,
-                overflow_style=standin.overflow_style,
+                overflow_style=config.settings.get("overflow_style", standin.overflow_style),
                 clamp_max_tokens=config.clamp_max_tokens,
             )
             for name in config.served_names
@@ -67,9 +67,13 @@ class StandinServer:
         scripted = [*rules, Rule(content=answer)]
         if config.reasoning_parser:
             # The parser splits the model's thinking off: every answer carries some.
+            field = config.settings.get("reasoning_field", "reasoning_content")
             for rule in scripted:
                 if rule.reasoning_content is None and rule.reasoning is None:
-                    rule.reasoning_content = reasoning
+                    if field == "reasoning":
+                        rule.reasoning = reasoning
+                    else:
+                        rule.reasoning_content = reasoning
         # The API key is checked by the stand-in's middleware, on the engine's own routes.
         self.metrics_family = standin.metrics(config)
         self.double = LLMDouble(

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
+from kyai.engines import FlagTable
 from kyai_testing.engines._common import (
     EngineStandin,
     ServeConfig,
@@ -54,15 +55,28 @@ def matches(argv: Sequence[str]) -> bool:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(table: FlagTable) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG)
-    add_table_flags(parser, "sglang", {"port": int, "context_length": int})
+    add_table_flags(parser, table, {"port": int, "context_length": int})
     return parser
 
 
+def _first(parsed: argparse.Namespace, *dests: str) -> Any:
+    """The value of an option under whichever of its names the table made its dest.
+
+    SGLang 0.5.3 lists ``--tensor-parallel-size`` first, 0.5.23 ``--tp-size``.
+    """
+    for dest in dests:
+        value = getattr(parsed, dest, None)
+        if value is not None:
+            return value
+    return None
+
+
 def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
-    """Parse the launch_server command line as SGLang 0.5.3 does."""
-    parsed = run_argparse(_parser(), argv[3:])
+    """Parse the launch_server command line as the SGLang version imitated does."""
+    table = flag_table("sglang", environ)
+    parsed = run_argparse(_parser(table), argv[3:])
     model: str = parsed.model_path
     served = parsed.served_model_name or model
     window, source = resolve_window(parsed.context_length, "--context-length", model, environ)
@@ -76,12 +90,12 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
         window_source=source,
         reasoning_parser=parsed.reasoning_parser or None,
         api_keys=(parsed.api_key,) if parsed.api_key else (),
-        version=flag_table("sglang")["version"],
+        version=table.version,
         clamp_max_tokens=bool(parsed.allow_auto_truncate),
         settings={
             "enable_metrics": bool(parsed.enable_metrics),
-            "tp_size": int(parsed.tensor_parallel_size or 1),
-            "pp_size": int(parsed.pipeline_parallel_size or 1),
+            "tp_size": int(_first(parsed, "tp_size", "tensor_parallel_size") or 1),
+            "pp_size": int(_first(parsed, "pp_size", "pipeline_parallel_size") or 1),
             "nnodes": int(parsed.nnodes or 1),
             "node_rank": int(parsed.node_rank or 0),
             "dist_init_addr": parsed.dist_init_addr,

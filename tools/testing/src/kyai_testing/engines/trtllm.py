@@ -35,6 +35,7 @@ from typing import Any
 
 import click
 
+from kyai.engines import Flag, FlagTable
 from kyai_testing.engines._common import (
     EngineStandin,
     ServeConfig,
@@ -63,24 +64,34 @@ class _DefaultGroup(click.Group):
         return super().resolve_command(ctx, args)
 
 
-def _serve_command() -> click.Command:
+_TYPES: dict[str, Any] = {"int": int, "float": float}
+
+
+def _option(flag: Flag) -> click.Option:
+    """The click option of one table entry (the engine's own kind, choices, type)."""
+    names = list(flag.spellings)
+    name = flag.option.lstrip("-")
+    if flag.kind == "boolean":
+        if flag.negative is not None:  # click's "--x/--no-x" pair
+            return click.Option([f"{flag.option}/{flag.negative}", name], default=None)
+        return click.Option([*names, name], is_flag=True, default=False)
+    converter: Any = _TYPES.get(flag.type or "", str)
+    if flag.choices is not None:
+        converter = click.Choice([str(choice) for choice in flag.choices])
+    if flag.kind == "append":
+        return click.Option([*names, name], multiple=True, type=converter)
+    return click.Option([*names, name], type=converter, default=None)
+
+
+def _serve_command(table: FlagTable) -> click.Command:
     params: list[click.Parameter] = [click.Argument(["model"], type=str)]
-    types: dict[str, Any] = {"--port": int, "--max_seq_len": int, "--max_num_tokens": int}
-    for entry in flag_table("trtllm")["flags"]:
-        options: list[str] = entry["options"]
-        kind = entry["kind"]
-        if kind == "flag":
-            params.append(click.Option(options, is_flag=True, default=False))
-        elif kind == "append":
-            params.append(click.Option(options, multiple=True))
-        else:
-            params.append(click.Option(options, type=types.get(options[0], str), default=None))
+    params += [_option(flag) for flag in table.flags]
     return click.Command("serve", params=params, callback=lambda **kwargs: kwargs)
 
 
-def _group() -> click.Group:
+def _group(table: FlagTable) -> click.Group:
     group = _DefaultGroup(PROG)
-    group.add_command(_serve_command())
+    group.add_command(_serve_command(table))
     for name in _SUBCOMMANDS[1:]:
         group.add_command(click.Command(name, callback=lambda: None))
     return group
@@ -94,8 +105,9 @@ def _served_name(model: str) -> str:
 
 def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
     """Parse ``trtllm-serve ...`` as TensorRT-LLM's click command does."""
+    table = flag_table("trtllm", environ)
     try:
-        values = _group().main(list(argv[1:]), prog_name=PROG, standalone_mode=False)
+        values = _group(table).main(list(argv[1:]), prog_name=PROG, standalone_mode=False)
     except click.ClickException as exc:
         output = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
@@ -107,26 +119,30 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
             f"kyai_testing.engines: only `{PROG} serve` is imitated, not {list(argv[1:2])}.\n", 2
         )
     model: str = values["model"]
-    window, source = resolve_window(values["max_seq_len"], "--max_seq_len", model, environ)
-    backend = {"trt": "tensorrt"}.get(
-        values["backend"] or "pytorch", values["backend"] or "pytorch"
+    max_seq_len = values.get("max_seq_len")
+    window, source = resolve_window(
+        int(max_seq_len) if max_seq_len is not None else None, "--max_seq_len", model, environ
     )
-    max_num_tokens = values["max_num_tokens"] if values["max_num_tokens"] is not None else 8192
+    backend = {"trt": "tensorrt"}.get(
+        values.get("backend") or "pytorch", values.get("backend") or "pytorch"
+    )
+    max_num_tokens = values.get("max_num_tokens")
     settings = {
         "backend": backend,
-        "max_num_tokens": max_num_tokens,
-        "chunked_prefill": bool(values["enable_chunked_prefill"]),
+        "max_num_tokens": int(max_num_tokens) if max_num_tokens is not None else 8192,
+        "chunked_prefill": bool(values.get("enable_chunked_prefill")),
     }
+    served = values.get("served_model_name") or _served_name(model)
     return ServeConfig(
         engine="trtllm",
         model=model,
-        served_names=(_served_name(model),),
-        host=values["host"] if values["host"] is not None else "localhost",
-        port=values["port"] if values["port"] is not None else 8000,
+        served_names=(served,),
+        host=values["host"] if values.get("host") is not None else "localhost",
+        port=int(values["port"]) if values.get("port") is not None else 8000,
         max_model_len=window,
         window_source=source,
-        reasoning_parser=values["reasoning_parser"] or None,
-        version=flag_table("trtllm")["version"],
+        reasoning_parser=values.get("reasoning_parser") or None,
+        version=table.version,
         clamp_max_tokens=backend != "tensorrt",
         enforce_window=backend != "tensorrt",
         settings=settings,

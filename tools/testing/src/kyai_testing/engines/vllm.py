@@ -1,16 +1,21 @@
 """The vLLM stand-in: ``vllm serve MODEL --host H --port P --served-model-name N ...``.
 
-Read from vLLM 0.11.0 (the default image ``vllm/vllm-openai:v0.11.0``):
+The options are those of the flag table of the version imitated (``kyai.engines``' tables:
+0.11.0, 0.32.0, 0.34.0, read from those releases' own ``vllm serve`` parsers). Read from
+vLLM 0.11.0 and 0.32.0 (where the releases differ, the newer behaviour holds from the first
+release after 0.11 that has a table):
 
 - ``vllm/entrypoints/cli/main.py``: a ``vllm`` parser with subcommands; ``serve`` uses the
   usage ``vllm serve [model_tag] [options]``, so an unknown flag is reported by the top-level
   parser: ``vllm: error: unrecognized arguments: --foo`` with exit status 2.
-- ``vllm/utils/__init__.py`` ``FlexibleArgumentParser.parse_args``: ``--model`` is refused
-  with ``vllm serve``; underscores in flag names become dashes (``--max_model_len``);
-  ``-O3`` means ``-O.level=3``; dotted flags (``--compilation-config.level 3``) are gathered
-  into one JSON value.
-- ``vllm/engine/arg_utils.py`` / ``entrypoints/openai/cli_args.py``: the flag set
-  (``flags/vllm.json``); ``--max-model-len`` takes "human readable" integers (``32k``, ``1M``).
+- ``FlexibleArgumentParser.parse_args`` (``vllm/utils/__init__.py`` in 0.11,
+  ``vllm/utils/argparse_utils.py`` in 0.32): underscores in flag names become dashes
+  (``--max_model_len``); dotted flags (``--compilation-config.level 3``) are gathered into
+  one JSON value. 0.11 refuses ``--model`` with ``vllm serve`` and reads ``-O3`` as
+  ``-O.level=3``; 0.32 moves ``--model M`` to the positional model (with a warning) and reads
+  ``-O3`` as ``--optimization-level 3``.
+- ``vllm/engine/arg_utils.py`` / the OpenAI server's ``cli_args.py``: the flag set (the
+  flag table); ``--max-model-len`` takes "human readable" integers (``32k``, ``1M``).
 - ``entrypoints/openai/serving_models.py`` / ``protocol.py``: one ``/v1/models`` card per
   served name with ``owned_by: vllm``, ``root`` the model path, ``parent: null``,
   ``max_model_len`` and one ``model_permission``.
@@ -18,8 +23,12 @@ Read from vLLM 0.11.0 (the default image ``vllm/vllm-openai:v0.11.0``):
   the engine is dead; the real server does not listen before it has loaded), ``/version``.
 - ``entrypoints/openai/api_server.py`` ``AuthenticationMiddleware``: with ``--api-key`` (one or
   more; else ``VLLM_API_KEY``) only paths under ``/v1`` need ``Authorization: Bearer KEY``.
-- Context overflow: the 0.6-0.11 wording (``kyai_testing``'s ``vllm_v0_10`` style).
-- ``--reasoning-parser``: the answer carries ``reasoning_content``.
+- Context overflow: 0.11 refuses a request that does not fit in the 0.6-0.11 wording
+  (``kyai_testing``'s ``vllm_v0_10`` style); 0.32 answers a prompt plus ``max_tokens`` over the
+  window and clamps ``max_tokens``, and refuses ``max_tokens`` alone or the prompt alone over
+  the window (``vllm/renderers/params.py``; the ``vllm`` style).
+- ``--reasoning-parser``: the answer carries ``reasoning_content`` (0.11) or ``reasoning``
+  (0.32: ``entrypoints/openai/chat_completion/protocol.py`` renames the deprecated field).
 - ``/metrics`` (always served, outside ``/v1`` so without the API key): the serving
   histograms of ``vllm/v1/metrics/loggers.py`` (:mod:`kyai_testing._metrics`).
 """
@@ -34,6 +43,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
+from kyai.engines import FlagTable
+from kyai.engines._flags import release_of
 from kyai_testing.engines._common import (
     EngineStandin,
     ServeConfig,
@@ -43,6 +54,9 @@ from kyai_testing.engines._common import (
     resolve_window,
     run_argparse,
 )
+
+#: The first release with a table after 0.11 (0.32): its parser and answers differ.
+NEWER = (0, 12, 0)
 
 _SUBCOMMANDS = ("chat", "complete", "serve", "bench", "collect-env", "run-batch")
 _KEY = re.compile(r"(?<=--)[^.]*")
@@ -71,9 +85,27 @@ def human_readable_int(text: str) -> int:
     return int(number) * _BINARY[suffix]
 
 
-def _preprocess(args: Sequence[str]) -> list[str]:
+def newer(table: FlagTable) -> bool:
+    """Whether the version imitated behaves as 0.32 does (else as 0.11)."""
+    return (release_of(table.version) or (0, 0, 0)) >= NEWER
+
+
+def _move_model(args: list[str]) -> list[str]:
+    """0.32: ``vllm serve ... --model M ...`` becomes ``vllm serve M ...``."""
+    for index, arg in enumerate(args):
+        if re.match(r"^--model(=.+|$)", arg):
+            if arg == "--model" and index + 1 < len(args):
+                model, rest = args[index + 1], index + 2
+            else:
+                model, rest = arg.removeprefix("--model="), index + 1
+            return ["serve", model, *args[1:index], *args[rest:]]
+    return args
+
+
+def _preprocess(args: Sequence[str], table: FlagTable) -> list[str]:
     """FlexibleArgumentParser's rewriting: dashes in names, ``-O3``, dotted JSON flags."""
     processed: list[str] = []
+    optimization = ["--optimization-level"] if newer(table) else ["-O.level"]
     for index, arg in enumerate(args):
         if arg.startswith("--"):
             name, sep, rest = arg.partition("=")
@@ -81,9 +113,12 @@ def _preprocess(args: Sequence[str]) -> list[str]:
             processed.append(f"{name}{sep}{rest}")
         elif arg.startswith("-O") and arg != "-O" and arg[2] != ".":
             level = arg[3:] if arg[2] == "=" else arg[2:]
-            processed.append(f"-O.level={level}")
+            if newer(table):
+                processed += [*optimization, level]
+            else:
+                processed.append(f"-O.level={level}")
         elif arg == "-O" and index + 1 < len(args) and args[index + 1] in {"0", "1", "2", "3"}:
-            processed.append("-O.level")
+            processed += optimization
         else:
             processed.append(arg)
     dotted: dict[str, dict[str, Any]] = {}
@@ -119,9 +154,9 @@ def _preprocess(args: Sequence[str]) -> list[str]:
     return kept
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(table: FlagTable) -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="vllm", description="vLLM CLI")
-    top.add_argument("-v", "--version", action="version", version=flag_table("vllm")["version"])
+    top.add_argument("-v", "--version", action="version", version=table.version)
     subparsers = top.add_subparsers(required=False, dest="subparser")
     for name in _SUBCOMMANDS:
         if name != "serve":
@@ -130,19 +165,22 @@ def _parser() -> argparse.ArgumentParser:
             continue
         serve = subparsers.add_parser(name, usage="vllm serve [model_tag] [options]")
         serve.add_argument("model_tag", nargs="?")
-        add_table_flags(serve, "vllm", {"port": int, "max_model_len": human_readable_int})
+        add_table_flags(serve, table, {"port": int, "max_model_len": human_readable_int})
     return top
 
 
 def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
-    """Parse ``vllm serve ...`` as vLLM 0.11 does."""
+    """Parse ``vllm serve ...`` as the vLLM version imitated does."""
+    table = flag_table("vllm", environ)
     args = list(argv[1:])
-    if args and args[0] == "serve" and "--model" in args:
-        fail(
-            "ValueError: With `vllm serve`, you should provide the model as a positional "
-            "argument or in a config file instead of via the `--model` option."
-        )
-    parsed = run_argparse(_parser(), _preprocess(args))
+    if args and args[0] == "serve" and any(re.match(r"^--model(=.+|$)", a) for a in args):
+        if not newer(table):
+            fail(
+                "ValueError: With `vllm serve`, you should provide the model as a positional "
+                "argument or in a config file instead of via the `--model` option."
+            )
+        args = _move_model(args)
+    parsed = run_argparse(_parser(table), _preprocess(args, table))
     if parsed.subparser != "serve":
         fail(f"kyai_testing.engines: only `vllm serve` is imitated, not {args[:1]}.", 2)
     model = parsed.model_tag or parsed.model
@@ -161,11 +199,17 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> ServeConfig:
         window_source=source,
         reasoning_parser=parsed.reasoning_parser or None,
         api_keys=tuple(api_keys),
-        version=flag_table("vllm")["version"],
+        version=table.version,
+        clamp_max_tokens=newer(table),
         settings={
             "tensor_parallel_size": int(parsed.tensor_parallel_size or 1),
             "pipeline_parallel_size": int(parsed.pipeline_parallel_size or 1),
             "distributed_executor_backend": parsed.distributed_executor_backend,
+            "reasoning_field": "reasoning" if newer(table) else "reasoning_content",
+            # 0.32's renderer (vllm/renderers/params.py): a prompt plus max_tokens over the
+            # window is answered and clamped; max_tokens alone or the prompt alone over it is
+            # a 400 in the current wording. 0.11 refuses all three in its own.
+            "overflow_style": "vllm" if newer(table) else "vllm_v0_10",
         },
     )
 
