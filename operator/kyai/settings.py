@@ -7,6 +7,7 @@ Helm chart sets them from its values) and the most common ones from ``kyai opera
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -26,6 +27,50 @@ DEFAULT_WORKER_IMAGE = f"ghcr.io/kyai-io/kyai-operator:{__version__}"
 DEFAULT_ENGINE_IMAGES: dict[str, str] = {
     name: engine.default_image for name, engine in ENGINES.items()
 }
+
+
+#: Kueue's rule for a queue name, as its webhooks apply it to the ``kueue.x-k8s.io/queue-name``
+#: label of every Job, pod and Deployment they admit: ``ValidateQueueName`` calls
+#: ``ValidateLabelAsCRDName(obj, constants.QueueLabel)``, which is
+#: ``validation.IsDNS1123Subdomain(value)`` (kubernetes-sigs/kueue,
+#: ``pkg/controller/jobframework/validation.go``), the rule of every LocalQueue's own name (a
+#: CRD object's name). A label value is also at most 63 characters. A name outside it can never
+#: name a LocalQueue: whatever carries it would wait forever (or Kueue's webhook refuses it).
+KUEUE_QUEUE_NAME_RULE = (
+    "a queue name is a LocalQueue's name, which Kueue requires to be a lowercase RFC 1123 "
+    "subdomain (lower case letters, digits, '-' and '.', starting and ending with a letter or "
+    "digit, e.g. 'team-a'; Kueue's ValidateQueueName), here also a label value of at most 63 "
+    "characters"
+)
+#: ``validation.IsDNS1123Subdomain``'s regular expression (apimachinery).
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+#: The longest label value (and so the longest queue name a label can carry).
+LABEL_VALUE_MAX = 63
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
+
+
+def queue_name_problem(value: str) -> str | None:
+    """Why ``value`` can never name a Kueue LocalQueue (None: it can).
+
+    The rule is :data:`KUEUE_QUEUE_NAME_RULE`; the answer says what in ``value`` breaks it
+    (upper-case letters, other characters, its ends or dots, its length).
+    """
+    if len(value) <= LABEL_VALUE_MAX and _DNS1123_SUBDOMAIN.fullmatch(value):
+        return None
+    wrong: list[str] = []
+    if any(char in _UPPER for char in value):
+        wrong.append("upper-case letters")
+    others = sorted({char for char in value if char not in _ALLOWED and char not in _UPPER})
+    if others:
+        noun = "character" if len(others) == 1 else "characters"
+        wrong.append(f"the {noun} " + " ".join(repr(char) for char in others))
+    parts = value.split(".")
+    if not value or any(not part or part[0] == "-" or part[-1] == "-" for part in parts):
+        wrong.append("a part (between dots) that is empty or starts or ends with '-'")
+    if len(value) > LABEL_VALUE_MAX:
+        wrong.append(f"{len(value)} characters")
+    return f"{KUEUE_QUEUE_NAME_RULE}; {value!r} has " + ", ".join(wrong)
 
 
 def _image_setting(framework: str) -> str:
@@ -154,9 +199,7 @@ class OperatorSettings(BaseModel):
     snapshot_configmap_limit_bytes: int = Field(default=900_000, ge=1024)
     """Largest ConfigMap the operator writes for a Snapshot (the API server's limit is
     1 MiB for the whole object)."""
-    default_queue_name: str | None = Field(
-        default=None, max_length=253, pattern=r"^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-    )
+    default_queue_name: str | None = None
     """The Kueue LocalQueue (``kueue.x-k8s.io/queue-name``) of every Job and engine pod the
     operator makes for an object that names none (its own label, or its sweep's, wins). Empty
     or unset: none, and an unlabelled object's pods bypass Kueue as before. Where Kueue's
@@ -194,6 +237,18 @@ class OperatorSettings(BaseModel):
                 "http://kyai-judge-gateway.kyai-system.svc:8080/v1)"
             )
         return text
+
+    @field_validator("default_queue_name")
+    @classmethod
+    def _queue_name(cls, value: str | None) -> str | None:
+        problem = queue_name_problem(value) if value else None
+        if problem is not None:
+            raise ValueError(
+                f"KYAI_DEFAULT_QUEUE_NAME (the chart's defaultQueueName) is {value!r}, which no "
+                f"Kueue LocalQueue can be named, so every Job and engine pod it labels would wait "
+                f"forever: {problem}"
+            )
+        return value
 
     @field_validator("default_judge_namespace_selector", mode="before")
     @classmethod

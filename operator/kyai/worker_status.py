@@ -6,6 +6,12 @@ conditions and plan; the worker's service account may patch nothing else). Progr
 at most every ``interval_s`` seconds from a background task, never blocking the work; the
 final result must get through (five tries, backing off), or :class:`ReportError` is raised
 and the worker fails, so that its Job retries.
+
+Progress carries a ``message`` (``status.progress.message``; null when there is nothing to
+say): what the worker is retrying (``candidate unreachable: connection refused; attempt 3 of
+6, next in 4 s``), or, in phase ``preflight``, why its endpoint checks failed (the text leads
+with the reason, ``JudgeUnreachable: ...``). A message appearing or going away is sent at
+once; its changes in between, at the interval.
 """
 
 from __future__ import annotations
@@ -61,6 +67,20 @@ def worker_patch(status: WorkerStatus) -> dict[str, Any]:
     return {"status": status_patch(status)}
 
 
+#: The key of ``status.progress`` holding what the worker is retrying or why it stopped.
+PROGRESS_MESSAGE = "message"
+
+
+def progress_patch(progress: Progress, message: str | None) -> dict[str, Any]:
+    """The merge patch of ``status.progress``: ``progress``'s fields set, and ``message``.
+
+    ``message`` is always in the patch (null removes an earlier one).
+    """
+    body = worker_patch(WorkerStatus(progress=progress))
+    body["status"]["progress"][PROGRESS_MESSAGE] = message
+    return body
+
+
 class WorkerStatusReporter:
     """Sends progress now and then, and the result once, to one EvaluationRun.
 
@@ -71,16 +91,20 @@ class WorkerStatusReporter:
     def __init__(self, patch: Patcher, *, interval_s: float = 5.0) -> None:
         self._patch = patch
         self._interval = interval_s
-        self._latest: Progress | None = None
-        self._sent: Progress | None = None
+        self._latest: tuple[Progress, str | None] | None = None
+        self._sent: tuple[Progress, str | None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._leaving = asyncio.Event()
 
     async def __aenter__(self) -> WorkerStatusReporter:
         self._task = asyncio.create_task(self._run())
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        # The sender also stops by itself: Python 3.11's asyncio.wait_for drops a
+        # cancellation that arrives as the wake it waits for is set.
+        self._leaving.set()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -89,33 +113,43 @@ class WorkerStatusReporter:
                 pass
         await self._flush()
 
-    def progress(self, progress: Progress, *, finished: bool = False) -> None:
-        """Keep ``progress`` for the next send (at once when the phase has ``finished``)."""
-        self._latest = progress
-        if finished:
+    def progress(
+        self, progress: Progress, *, message: str | None = None, finished: bool = False
+    ) -> None:
+        """Keep ``progress`` and ``message`` for the next send.
+
+        Sent at once when the phase has ``finished``, and when a message appears or goes away
+        (a worker starting to retry, or done with it); else at the next interval.
+        """
+        sent_message = self._sent[1] if self._sent is not None else None
+        self._latest = (progress, message)
+        if finished or (message is None) != (sent_message is None):
             self._wake.set()
 
     async def _run(self) -> None:
-        while True:
+        while not self._leaving.is_set():
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=self._interval)
             except TimeoutError:
                 pass
+            if self._leaving.is_set():
+                return  # leaving sends what is left itself
             self._wake.clear()
             await self._flush()
 
     async def _flush(self) -> None:
-        progress = self._latest
-        if progress is None or progress == self._sent:
+        latest = self._latest
+        if latest is None or latest == self._sent:
             return
+        progress, message = latest
         stamped = progress.model_copy(update={"updated_at": now()})
         stamped.model_fields_set.add("updated_at")
         try:
-            await asyncio.to_thread(self._patch, worker_patch(WorkerStatus(progress=stamped)))
+            await asyncio.to_thread(self._patch, progress_patch(stamped, message))
         except Exception as exc:  # progress is best effort: the work goes on
             log.warning("Could not report progress to the EvaluationRun: %s", exc)
         else:
-            self._sent = progress
+            self._sent = latest
 
     async def final(self, status: WorkerStatus) -> None:
         """Report the result; raise :class:`ReportError` when it cannot be written."""

@@ -112,6 +112,24 @@ async def test_a_crashing_container_restarts_with_back_off_and_its_message(api: 
     assert status["lastState"]["terminated"]["reason"] == "Error"
     assert "bad config: port" in status["lastState"]["terminated"]["message"]
     assert not ready(crashed)
+    # As the kubelet keeps them: the log is the current instance's, `previous` the one before.
+    name = pod["metadata"]["name"]
+    code, previous = await api.get(f"{NS}/pods/{name}/log?previous=true&tailLines=1")
+    assert (code, previous) == (200, "bad config: port\n")
+    code, current = await api.get(f"{NS}/pods/{name}/log")
+    assert code == 200 and current.count("bad config: port") <= 1
+
+
+async def test_a_previous_log_before_any_restart_is_refused_in_the_kubelets_words(
+    api: Api,
+) -> None:
+    sleeper = {"image": IMAGE, "command": ["python", "-c", "import time; time.sleep(60)"]}
+    await api.ok("POST", DEPLOYMENTS, deployment("sleeper", sleeper))
+    name = (await only_pod(api, "sleeper"))["metadata"]["name"]
+    await api.wait_for(f"{NS}/pods/{name}", lambda p: bool(p["status"].get("containerStatuses")))
+    code, body = await api.get(f"{NS}/pods/{name}/log?previous=true")
+    assert code == 400
+    assert body["message"] == f'previous terminated container "main" in pod "{name}" not found'
 
 
 async def test_termination_message_file_of_a_job_pod(api: Api) -> None:

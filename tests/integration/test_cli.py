@@ -334,8 +334,12 @@ def test_builtin_dataset_from_native_file(tmp_path: Path) -> None:
     assert summary["count"] == len(candidate)
 
 
+@pytest.mark.usefixtures("keys")
 def test_builtin_without_hub_access_exit_3(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    double: LLMDouble,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
@@ -345,10 +349,12 @@ def test_builtin_without_hub_access_exit_3(
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    # The candidate answers its check: what fails is the Hub.
     status = main([
-        "generate", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--dataset", "ifeval",
-        "--output", str(tmp_path / "out"),
+        "generate", "--endpoint", double.url, "--model", "cand", "--api-key-env", "CAND_KEY",
+        "--dataset", "ifeval", "--output", str(tmp_path / "out"),
     ])  # fmt: skip
     assert status == 3
     err = capsys.readouterr().err
     assert "google/IFEval" in err and "--dataset-file" in err
+    assert double.requests == []

@@ -212,13 +212,15 @@ def test_unexpected_errors_are_a_message_and_debug_shows_the_traceback(
         raise RuntimeError("a bug in the engine")
 
     monkeypatch.setattr(kyai.evaluation, "generate", broken)
-    args = generate_args("http://127.0.0.1:9", dataset, tmp_path / "out")
-    assert main(args) == 1
-    err = capsys.readouterr().err
-    assert "unexpected RuntimeError: a bug in the engine" in err and "--debug" in err
-    assert "Traceback" not in err
-    assert main([*args, "--debug"]) == 1
-    assert "Traceback (most recent call last)" in capsys.readouterr().err
+    # A candidate that answers its check: the bug is what fails.
+    with LLMDouble(models=[ModelSpec("cand")]).start_in_thread() as double:
+        args = generate_args(double.url, dataset, tmp_path / "out")
+        assert main(args) == 1
+        err = capsys.readouterr().err
+        assert "unexpected RuntimeError: a bug in the engine" in err and "--debug" in err
+        assert "Traceback" not in err
+        assert main([*args, "--debug"]) == 1
+        assert "Traceback (most recent call last)" in capsys.readouterr().err
 
 
 # -- Ctrl-C: exit 130 after flushing, no traceback, resumable ----------------------------------

@@ -65,7 +65,10 @@ def test_every_problem_of_a_new_dataset_in_one_message(
     assert f"{dataset}, line 3, field 'instruction': The instruction is empty." in said
     assert (f"{dataset}, line 3, field 'ground_truth_response': The value must be a string, "
             "got a number (7); quote it in JSON.") in said  # fmt: skip
-    assert "--model cand: the candidate model 'cand' is not served by" in said
+    assert (
+        "  - CandidateModelNotServed: --model cand: the candidate model 'cand' is not served by"
+        in said
+    )
     assert "'candidate'" in said and "'judge'" in said  # what the server lists
     assert double.requests == []  # no chat request
     assert not (tmp_path / "new").exists()  # nothing left behind
@@ -82,9 +85,14 @@ def test_a_judge_model_not_served_is_found_before_the_candidate_is_asked(
     args[args.index("--judge-model") + 1] = "judge-large"
     status = main(args)
     err = capsys.readouterr().err
-    # A server's answer alone keeps its exit status (3), as a model not served always had.
+    # A server's answer alone keeps its exit status (3), as a model not served always had,
+    # and leads with its reason.
     assert status == 3, err
-    assert "the judge model 'judge-large' is not served by" in err
+    assert err.startswith(
+        "kyai run: error: JudgeModelNotServed: --judge-model judge-large: the judge model "
+        f"'judge-large' is not served by {double.base_url} (its /v1/models lists 'candidate', "
+        "'judge'); pass one of those names."
+    ), err
     assert double.requests == []
 
 

@@ -36,22 +36,22 @@ def keyed() -> Iterator[LLMDouble]:
 
 
 def failed_run(
-    kubectl: Kubectl, operator: Operator, name: str, namespace: str
+    kubectl: Kubectl, operator: Operator, name: str, namespace: str, reason: str
 ) -> tuple[dict[str, Any], str, list[dict[str, Any]]]:
-    """The finished run, its Ready condition's message and the run's Events."""
+    """The finished run (Failed with ``reason``), its Ready condition's message and the run's
+    Events of that reason."""
     done = kubectl.wait_for(
         "evaluationrun", name, namespace, phase_is("Succeeded", "Failed"), timeout=120
     )
     assert done["status"]["phase"] == "Failed", (done["status"], operator.logs())
     ready = condition(done, "Ready")
-    assert ready["reason"] == "JudgingFailed", ready
+    assert ready["reason"] == reason, ready
     deadline = time.monotonic() + 10  # events are posted beside the status write
     while True:
         events = [
             event
             for event in kubectl.items("events", namespace)
-            if event["involvedObject"].get("name") == name
-            and event.get("reason") == "JudgingFailed"
+            if event["involvedObject"].get("name") == name and event.get("reason") == reason
         ]
         if events or time.monotonic() > deadline:
             return done, str(ready["message"]), events
@@ -78,7 +78,8 @@ def test_a_judge_refusing_the_key_fails_the_run_saying_so(
         run("refused", namespace, double, judge=keyed_judge(keyed.base_url),
             jobs={"backoffLimit": 0}),
     )  # fmt: skip
-    done, message, events = failed_run(kubectl, operator, "refused", namespace)
+    # The judge worker checked its judge first: the key refused, before any answer is judged.
+    done, message, events = failed_run(kubectl, operator, "refused", namespace, "JudgeKeyRefused")
     from_the_worker(done, message)
     assert "refused the credentials (HTTP 401)" in message, message
     assert done["status"]["message"] == message
@@ -99,7 +100,9 @@ def test_an_unreachable_judge_fails_the_run_saying_so(
         run("unreachable", namespace, double, judge=judge, jobs={"backoffLimit": 0},
             generation={"maxRetries": 0}),
     )  # fmt: skip
-    done, message, events = failed_run(kubectl, operator, "unreachable", namespace)
+    done, message, events = failed_run(
+        kubectl, operator, "unreachable", namespace, "JudgeUnreachable"
+    )
     from_the_worker(done, message)
     assert f"Cannot reach {closed}/models" in message, message
     assert any(f"Cannot reach {closed}/models" in e["message"] for e in events), events

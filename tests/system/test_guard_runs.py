@@ -126,7 +126,8 @@ def test_a_failed_judge_job_fails_the_run(
     status = done["status"]
     assert status["phase"] == "Failed", (status, operator.logs())
     ready = condition(done, "Ready")
-    assert ready["status"] == "False" and ready["reason"] == "JudgingFailed", ready
+    # `kyai judge` checked its judge first: the run fails with the check's own reason.
+    assert ready["status"] == "False" and ready["reason"] == "JudgeUnreachable", ready
     assert "no-judge-judge" in status["message"], status["message"]
     assert "avgScore" not in status
 
@@ -149,7 +150,8 @@ def test_a_failed_generation_job_fails_the_run(
     status = done["status"]
     assert status["phase"] == "Failed", (status, operator.logs())
     ready = condition(done, "Ready")
-    assert ready["status"] == "False" and ready["reason"] == "GenerationFailed", ready
+    # `kyai generate` checked its candidate first: the run fails with the check's reason.
+    assert ready["status"] == "False" and ready["reason"] == "CandidateUnreachable", ready
     assert "no-candidate-generate" in status["message"], status["message"]
     jobs = kubectl.items("jobs", namespace, "-l", "kyai.io/evaluation-run=no-candidate")
     assert [j["metadata"]["name"] for j in jobs] == ["no-candidate-generate"]  # never judged

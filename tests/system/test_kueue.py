@@ -482,3 +482,47 @@ def test_a_run_waits_while_kueue_preempts_its_served_engine_then_succeeds(
     assert done["status"]["errorCount"] == 0, done["status"]
     assert done["status"]["scores"] == [1.0 if i % 2 == 0 else 0.0 for i in range(8)]
     assert kubectl.get("workloads.kyai.io", "low", namespace)["status"]["phase"] == "Ready"
+
+
+def test_a_queue_name_kueue_cannot_take_is_stalled_at_once_and_makes_nothing(
+    kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
+) -> None:
+    """``Team_Q`` is a valid label value but no LocalQueue's name (Kueue's ValidateQueueName:
+    a lowercase RFC 1123 subdomain): nothing labelled with it could ever be admitted."""
+    queues(kubectl, namespace, cpu="100m")
+    started = time.monotonic()
+    kubectl.apply(
+        snapshot("capitals", namespace, ROWS[:2]),
+        workload("cand", namespace, double),
+        labelled(run("mislabelled", namespace, double), **{QUEUE: "Team_Q"}),
+        engine_args_set("plain", namespace, {"max-model-len": 4096}, {}),
+        queued_workload("served", namespace, "plain", **{QUEUE: "GPU_Queue"}),
+    )
+    for kind, name, value, held in (
+        ("evaluationrun", "mislabelled", "Team_Q", "the run does not start"),
+        ("workloads.kyai.io", "served", "GPU_Queue", "no engine is deployed for it"),
+    ):
+        stalled = kubectl.wait_for(kind, name, namespace, reason_is("InvalidQueueName"),
+                                   timeout=30)  # fmt: skip
+        said = ready(stalled)
+        assert said["message"].startswith(
+            f"the label {QUEUE} is '{value}', which no Kueue LocalQueue can be named: a queue "
+            "name is a LocalQueue's name, which Kueue requires to be a lowercase RFC 1123 "
+            "subdomain"
+        ), said
+        assert held in said["message"] and stalled["status"]["phase"] == "Pending"
+        kinds = {c["type"]: c["status"] for c in stalled["status"]["conditions"]}
+        assert kinds["Stalled"] == "True" and kinds["Reconciling"] == "False"
+    assert time.monotonic() - started < 30
+    assert kubectl.items("jobs", namespace) == [] and kubectl.items("deployments", namespace) == []
+    assert kubectl.items("workloads.kueue.x-k8s.io", namespace) == []
+    # Relabelled with the LocalQueue's name: queued there, and it Succeeds.
+    kubectl.run("label", "evaluationrun", "mislabelled", "-n", namespace, f"{QUEUE}=team",
+                "--overwrite")  # fmt: skip
+    done = kubectl.wait_for(
+        "evaluationrun", "mislabelled", namespace, phase_is("Succeeded", "Failed"), timeout=120
+    )
+    assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs())
+    assert {job["metadata"]["labels"][QUEUE] for job in kubectl.items("jobs", namespace)} == {
+        "team"
+    }

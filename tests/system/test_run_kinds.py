@@ -251,6 +251,9 @@ def test_a_failed_jobs_cause_is_in_the_runs_condition(
     done = finished(kubectl, "broken", namespace, timeout=180)
     assert done["status"]["phase"] == "Failed", (done["status"], operator.logs())
     suffix, _, reason = FIRST_JOB[kind]
+    # kyai generate and kyai judge check their endpoint before any request: the run fails
+    # with the check's reason (kyai lm-eval has its own probe, and the Job's reason).
+    reason = {"generate": "CandidateUnreachable", "rejudge": "JudgeUnreachable"}.get(kind, reason)
     ready = condition(done, "Ready")
     assert ready["reason"] == reason, ready
     # The worker's own last words, not only the Job's reason.

@@ -194,9 +194,10 @@ def test_an_engine_pod_that_cannot_start_is_quoted_in_the_workload(
         "workload",
         "nopull",
         namespace,
-        lambda obj: condition_reason(obj, "Ready") == "EngineNotStarting",
+        lambda obj: condition_reason(obj, "Ready") == "ImagePullBackOff",
         timeout=60,
     )
     message = stuck["status"]["message"]
+    assert message.startswith("the engine cannot start: pod nopull-engine-"), message
     assert "ErrImagePull" in message or "ImagePullBackOff" in message, message
     assert stuck["status"]["phase"] == "Deploying"

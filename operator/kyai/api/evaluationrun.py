@@ -451,6 +451,10 @@ class Progress(KyaiModel):
     """Rows in all."""
     errors: int | None = None
     """Rows that errored so far."""
+    message: str | None = None
+    """What the worker is doing when it is not only answering rows: the endpoint check, a
+    retry ("candidate unreachable: connection refused; attempt 3 of 6, next in 4 s"), the
+    reason an endpoint check failed."""
     updated_at: str | None = None
     """When the workers last reported."""
 

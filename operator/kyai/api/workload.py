@@ -107,6 +107,12 @@ class WorkloadSpec(KyaiModel):
     """Size of the memory-backed /dev/shm (NCCL and tensor parallelism need it)."""
     probes: Probes = Field(default_factory=Probes)
     """Startup, readiness and liveness timing."""
+    restart_limit: int = Field(default=3, ge=0, le=1000)
+    """Restarts of an engine container (it exited: an error, an OOM kill) after which the
+    Workload stops waiting for it: Failed (Stalled), and the runs waiting on it fail at once.
+    Each crash is reported at once before that, with the exit code, the termination message
+    and the container's last log lines; an engine that becomes ready again makes the
+    Workload Ready."""
     endpoint: Endpoint | None = None
     """Set instead of serving: the model is already served at this URL."""
 

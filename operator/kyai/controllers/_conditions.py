@@ -6,6 +6,7 @@ condition records the ``observedGeneration`` it was computed from.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -55,6 +56,14 @@ SOURCE_RUN_FAILED = "SourceRunFailed"
 #: re-judge each other): none of them can ever start.
 CIRCULAR_REJUDGE = "CircularRejudge"
 ENGINE_NOT_STARTING = "EngineNotStarting"
+#: A served engine's container exits and restarts (CrashLoopBackOff, Error, OOMKilled).
+ENGINE_CRASHING = "EngineCrashing"
+#: A served engine's image cannot be pulled (ErrImagePull, ImagePullBackOff, ...).
+IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
+#: The scheduler cannot place a served engine's pod (its own words, e.g. Insufficient GPUs).
+UNSCHEDULABLE = "Unschedulable"
+#: A run's Workload cannot serve and will not without a change (Stalled): the run fails.
+WORKLOAD_FAILED = "WorkloadFailed"
 JUDGE_NOT_CONFIGURED = "JudgeNotConfigured"
 JUDGE_NOT_READY = "JudgeNotReady"
 #: A run that names no judge in a namespace ``defaultJudge.namespaceSelector`` leaves out.
@@ -66,6 +75,24 @@ GENERATING = "Generating"
 JUDGING = "Judging"
 GENERATION_FAILED = "GenerationFailed"
 JUDGING_FAILED = "JudgingFailed"
+#: An endpoint a run needs failed the worker's check before any request was sent (``kyai``
+#: exits 3 with the reason first in its termination message).
+ENDPOINT_CHECK_REASONS = frozenset(
+    f"{who}{what}"
+    for who in ("Candidate", "Judge")
+    for what in ("Unreachable", "ModelNotServed", "KeyRefused")
+)
+_ENDPOINT_CHECK = re.compile(r"\bkyai [a-z-]+: error: ([A-Za-z]+): ")
+
+
+def endpoint_check_reason(message: str) -> str | None:
+    """The reason a worker's endpoint check gave (``JudgeUnreachable``, ...), if it did."""
+    found = _ENDPOINT_CHECK.search(message)
+    if found is None or found.group(1) not in ENDPOINT_CHECK_REASONS:
+        return None
+    return found.group(1)
+
+
 RESULT_MISSING = "ResultMissing"
 WORKER_NOT_STARTING = "WorkerNotStarting"
 #: Kueue has not admitted a Job or engine pod (its Kueue Workload not QuotaReserved/Admitted).
@@ -183,6 +210,22 @@ MISSING_REFERENCE = frozenset(
         CLAIM_NOT_FOUND,
     }
 )
+# Queues and sources that cannot work as they are (Kueue's queue name; a Snapshot's source).
+#: A ``kueue.x-k8s.io/queue-name`` label no LocalQueue can have (Kueue's rule): Stalled at
+#: once, nothing made, until the label changes.
+INVALID_QUEUE_NAME = "InvalidQueueName"
+#: A Snapshot's source answered that the file, dataset, revision or entry does not exist
+#: (HTTP 404/410; the Hub's RepositoryNotFound, RevisionNotFound, EntryNotFound): Stalled,
+#: looked at again every ``snapshot_retry_max_seconds``.
+SOURCE_NOT_FOUND = "SourceNotFound"
+#: A Snapshot's source refused access (HTTP 401/403; a gated or disabled Hub dataset):
+#: Stalled, looked at again every ``snapshot_retry_max_seconds``.
+SOURCE_FORBIDDEN = "SourceForbidden"
+#: A Snapshot's source host has no address (DNS): said at once, tried again on the usual
+#: schedule (a name server can come back), not Stalled.
+SOURCE_UNREACHABLE = "SourceUnreachable"
+#: What a Snapshot's source said, passed on to the runs waiting for it as their own reason.
+SOURCE_FAILURES = frozenset({SOURCE_NOT_FOUND, SOURCE_FORBIDDEN, SOURCE_UNREACHABLE})
 #: Waiting reasons that no wait can cure (a source run or baseline that Failed never
 #: succeeds; re-judges in a circle never start; a sweep's spec the listed objects make
 #: invalid; a namespace the default judge's selector leaves out, or a default judge that needs
@@ -199,8 +242,12 @@ STALLING = frozenset(
         LEADER_WORKER_SET_NOT_INSTALLED,
         DEFAULT_JUDGE_NOT_ALLOWED,
         DEFAULT_JUDGE_NEEDS_GATEWAY,
+        INVALID_QUEUE_NAME,
+        SOURCE_NOT_FOUND,
+        SOURCE_FORBIDDEN,
     }
 )
+
 #: How long a missing reference is waited for before the object is called Stalled (the
 #: operator's ``missing_reference_grace_seconds`` setting overrides it).
 MISSING_REFERENCE_GRACE_SECONDS = 300.0

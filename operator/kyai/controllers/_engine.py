@@ -31,7 +31,7 @@ from kyai.api import (
     NonInferiorityResult,
 )
 from kyai.builders import spec_hash
-from kyai.builders.queue import queue_name
+from kyai.builders.queue import queue_label_problem, queue_name
 from kyai.controllers import _conditions as c
 from kyai.controllers import _kueue as kueue
 from kyai.controllers._baseline import compare_with_baseline, gate_of
@@ -172,6 +172,8 @@ class RunEngine:
     async def _start(self, kind: RunKind, spec: EvaluationRunSpec) -> Result | None:
         """Resolve, check, hold and accept; a Result when the run did not start (yet)."""
         try:
+            if (bad_queue := queue_label_problem(self.run)) is not None:
+                raise Waiting(c.INVALID_QUEUE_NAME, bad_queue)  # Stalled: nothing is made
             resolution = await kind.resolve(RunContext(self.svc, self.run, self.current()), spec)
             # The steps as they will read once the facts are recorded.
             steps = kind.steps(RunContext(self.svc, self.run, resolution.facts), spec,
@@ -268,7 +270,8 @@ class RunEngine:
         state, message = job_state(job)
         if state == "failed":
             cause = await failure_cause(self.svc, self.namespace, self.name, step, message)
-            await self.fail(step.failed_reason, cause)
+            # An endpoint that failed the worker's check (nothing was sent): its own reason.
+            await self.fail(c.endpoint_check_reason(cause) or step.failed_reason, cause)
             return False, DONE
         if state == "succeeded":
             return True, DONE

@@ -9,6 +9,7 @@ token plugins) and speaks the REST API with aiohttp (kopf's own HTTP client), as
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
 import time
@@ -184,6 +185,44 @@ class KubeClient:
             return {}
         result: dict[str, Any] = _json.loads(content)
         return result
+
+    async def pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        tail_lines: int,
+        previous: bool = False,
+        limit_bytes: int = 64 * 1024,
+    ) -> str:
+        """The last ``tail_lines`` of a container's log.
+
+        ``previous``: of its instance before the last restart. Raises :class:`KubeError`
+        when the API server refuses (RBAC ``pods/log`` get, a container that never ran).
+        """
+        params = {
+            "container": container,
+            "tailLines": str(tail_lines),
+            "limitBytes": str(limit_bytes),
+            **({"previous": "true"} if previous else {}),
+        }
+        path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
+        token = self._bearer()
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        try:
+            async with self._client().get(
+                self._base + path, headers=headers, params=params
+            ) as response:
+                code, content = response.status, await response.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise KubeError(f"GET {path}: {type(exc).__name__}: {exc}") from exc
+        if code >= 300:
+            text = content.decode(errors="replace")
+            with contextlib.suppress(json.JSONDecodeError, AttributeError):
+                text = json.loads(content).get("message") or text
+            raise KubeError(f"GET {path}: HTTP {code}: {text}", status=code)
+        return content.decode(errors="replace")
 
     def _bearer(self) -> str | None:
         """The service account's token, read again once a minute, not on every request.

@@ -36,6 +36,19 @@ ADMISSION_GATE = "kueue.x-k8s.io/admission"
 TERMINATION_TARGET = "TerminationTarget"
 #: How long "is Kueue installed" is believed before the API is asked again.
 DISCOVERY_TTL_SECONDS = 60.0
+#: What a queued Job or pod says before Kueue has made its Workload. Kueue makes it within
+#: seconds of the Job or pod; when it never does, Kueue skips or cannot compose it: the
+#: WorkloadPriorityClass the priority-class label names does not exist, or the kind is not in
+#: Kueue's ``integrations.frameworks`` (``batch/job``; ``pod`` and ``deployment`` for engine
+#: pods), or (pod-based integrations only: engine pods) its ``managedJobsNamespaceSelector``
+#: exempts the namespace. A queue name no LocalQueue can have never gets this far
+#: (:func:`kyai.builders.queue.queue_label_problem`: the object is Stalled first).
+NO_WORKLOAD_YET = (
+    "Kueue has not made its Workload yet (it does within seconds; if it never does, check "
+    "that the WorkloadPriorityClass named by kueue.x-k8s.io/priority-class exists, that "
+    "Kueue's integrations.frameworks include batch/job (pod and deployment for engine pods), "
+    "and for engine pods that its managedJobsNamespaceSelector takes this namespace)"
+)
 
 _installed: weakref.WeakKeyDictionary[KubeClient, tuple[bool, float]] = weakref.WeakKeyDictionary()
 
@@ -107,11 +120,7 @@ def queue_wait(workload: Mapping[str, Any] | None) -> QueueWait | None:
     in flavor default-flavor, 1 more needed", "LocalQueue team doesn't exist").
     """
     if workload is None:
-        return QueueWait(
-            c.WAITING_FOR_QUOTA,
-            "Kueue has not made its Workload yet (is Kueue managing this namespace?)",
-            None,
-        )
+        return QueueWait(c.WAITING_FOR_QUOTA, NO_WORKLOAD_YET, None)
     name = str((workload.get("metadata") or {}).get("name") or "")
     if _true(_condition(workload, "Finished")):
         return None

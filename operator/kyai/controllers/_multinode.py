@@ -49,7 +49,7 @@ class GroupHost(Protocol):
 
     async def _apply(self, obj: dict[str, Any]) -> dict[str, Any]: ...
 
-    async def _why_not_available(self, spec: WorkloadSpec) -> tuple[str, str]: ...
+    async def _why_not_available(self, spec: WorkloadSpec) -> tuple[str, str, WorkloadPhase]: ...
 
     async def _observe_engine(self, spec: WorkloadSpec, **ready: Any) -> None: ...
 
@@ -97,9 +97,9 @@ async def deploy_groups(host: GroupHost, spec: WorkloadSpec) -> None:
     await host._apply(service)
     ready = int((current.get("status") or {}).get("readyReplicas") or 0)
     if ready < 1:
-        reason, message = await host._why_not_available(spec)
+        reason, message, phase = await host._why_not_available(spec)
         await host.set_status(
-            "Deploying",
+            phase,
             reason,
             message
             or f"waiting for the engine's groups to become ready ({ready}/{spec.replicas} "

@@ -195,3 +195,113 @@ def job_state(job: Mapping[str, Any] | None) -> tuple[str, str]:
     if (status.get("succeeded") or 0) >= 1:
         return "succeeded", ""
     return "running", ""
+
+
+# -- a served engine's pods (restartPolicy Always) ---------------------------------------------
+
+#: Waiting reasons of an image that cannot be pulled.
+IMAGE_PULL_REASONS = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+     "RegistryUnavailable"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EngineTrouble:
+    """An engine pod that cannot serve: what the kubelet or the scheduler says of it.
+
+    ``kind`` is ``crash`` (the container exited and restarts: CrashLoopBackOff, Error,
+    OOMKilled), ``image`` (its image cannot be pulled), ``unschedulable`` (the scheduler's
+    words) or ``config`` (the container cannot be created: a missing Secret key, ...).
+    """
+
+    pod: str
+    container: str
+    kind: str
+    reason: str
+    message: str
+    restarts: int
+    since: datetime
+    exit_code: int | None = None
+    signal: int | None = None
+
+    def describe(self) -> str:
+        """One sentence: the pod, what happened, the kubelet's or scheduler's words."""
+        if self.kind == "crash":
+            code = "" if self.exit_code is None else f" with code {self.exit_code}"
+            why = f" ({self.reason})" if self.reason not in ("", "Error") else ""
+            times = "once" if self.restarts == 1 else f"{self.restarts} times"
+            text = f"the engine container of pod {self.pod} exited{code}{why} and restarted {times}"
+            if self.restarts == 0:
+                text = f"the engine container of pod {self.pod} exited{code}{why}"
+            return f"{text}: {_clip(self.message)}" if self.message else text
+        text = f"pod {self.pod}: {self.reason}"
+        return f"{text}: {_clip(self.message)}" if self.message else text
+
+
+def _crash(pod: Mapping[str, Any], container: Mapping[str, Any], since: datetime) -> EngineTrouble:
+    state = container.get("state") or {}
+    ended = state.get("terminated") or (container.get("lastState") or {}).get("terminated") or {}
+    code = ended.get("exitCode")
+    return EngineTrouble(
+        pod=_name(pod),
+        container=str(container.get("name") or ""),
+        kind="crash",
+        reason=str(ended.get("reason") or "Error"),
+        message=str(ended.get("message") or "").strip(),
+        restarts=int(container.get("restartCount") or 0),
+        since=parse_time(ended.get("finishedAt")) or since,
+        exit_code=int(code) if isinstance(code, int) else None,
+        signal=ended.get("signal") if isinstance(ended.get("signal"), int) else None,
+    )
+
+
+def engine_pod_trouble(pod: Mapping[str, Any]) -> EngineTrouble | None:
+    """Why a served engine's pod cannot serve, or None (it serves, or is on its way).
+
+    A container that exited and restarts (waiting in CrashLoopBackOff, terminated with a
+    code other than 0, or running again, not ready, after a crash: its last termination
+    state says how it ended) is a crash, until it is ready again; an image that cannot be
+    pulled, a container that cannot be created and a pod the scheduler cannot place are
+    reported with the kubelet's or the scheduler's words.
+    """
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") == "Succeeded":
+        return None
+    created = parse_time(meta.get("creationTimestamp")) or datetime.now(UTC)
+    for container in _statuses(pod):
+        state = container.get("state") or {}
+        waiting = state.get("waiting") or {}
+        reason = str(waiting.get("reason") or "")
+        name = str(container.get("name") or "")
+        restarts = int(container.get("restartCount") or 0)
+        if reason in IMAGE_PULL_REASONS or reason in STUCK_REASONS:
+            kind = "image" if reason in IMAGE_PULL_REASONS else "config"
+            message = str(waiting.get("message") or "")
+            return EngineTrouble(_name(pod), name, kind, reason, message, restarts, created)
+        if reason == "CrashLoopBackOff":
+            return _crash(pod, container, created)
+        terminated = state.get("terminated") or {}
+        if terminated and terminated.get("exitCode") not in (0, None):
+            return _crash(pod, container, created)
+        last = (container.get("lastState") or {}).get("terminated") or {}
+        if (
+            state.get("running")
+            and not container.get("ready")
+            and last
+            and last.get("exitCode") not in (0, None)
+        ):
+            return _crash(pod, container, created)
+    trouble = pod_trouble(pod)  # the scheduler's Unschedulable
+    if trouble is not None and trouble.reason == "Unschedulable":
+        return EngineTrouble(
+            trouble.pod, "", "unschedulable", trouble.reason, trouble.message, 0, trouble.since
+        )
+    return None
+
+
+def engine_trouble(pods: Iterable[Mapping[str, Any]]) -> EngineTrouble | None:
+    """The trouble of the engine pods that has lasted longest (any pod of a group counts)."""
+    troubles = [t for t in map(engine_pod_trouble, pods) if t is not None]
+    return min(troubles, key=lambda t: t.since) if troubles else None

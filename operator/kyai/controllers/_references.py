@@ -485,9 +485,51 @@ async def ready_reference(
     if obj["metadata"].get("deletionTimestamp"):
         raise Waiting(reasons[1], f"the {kind} {name} is being deleted")
     if not _ready(obj):
-        phase = (obj.get("status") or {}).get("phase") or "Pending"
+        status = obj.get("status") or {}
+        phase = status.get("phase") or "Pending"
+        if kind == "Workload" and _stalled(status):
+            # It cannot serve until someone changes something (a crash-looping engine past
+            # spec.restartLimit, flags its version refuses): the run fails now, naming it,
+            # rather than waiting for it without end.
+            said = _ready_message(status) or phase
+            raise Invalid(c.WORKLOAD_FAILED, f"the Workload {name} cannot serve: {said}")
+        if kind == "Snapshot":
+            raise snapshot_waiting(name, phase, status, reasons[1])
         raise Waiting(reasons[1], f"the {kind} {name} is {phase}, not Ready")
     return obj
+
+
+def snapshot_waiting(name: str, phase: str, status: Mapping[str, Any], reason: str) -> Waiting:
+    """A run waiting for a Snapshot that is not Ready: the Snapshot's own reason and words.
+
+    What its source said (``SourceNotFound``, ``SourceForbidden``: Stalled as the Snapshot
+    is; ``SourceUnreachable``) becomes the run's reason; otherwise ``reason``
+    (``SnapshotNotReady``). The Snapshot's message is quoted either way.
+    """
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == c.READY and condition.get("message"):
+            said = str(condition.get("reason") or "")
+            passed = said if said in c.SOURCE_FAILURES else reason
+            told = f"the Snapshot {name} is {phase}, not Ready ({said}): {condition['message']}"
+            return Waiting(passed, told)
+    return Waiting(reason, f"the Snapshot {name} is {phase}, not Ready")
+
+
+def _stalled(status: Mapping[str, Any]) -> bool:
+    """Whether kstatus' ``Stalled`` condition is True in ``status``."""
+    return any(
+        condition.get("type") == c.STALLED and condition.get("status") == "True"
+        for condition in status.get("conditions") or []
+    )
+
+
+def _ready_message(status: Mapping[str, Any]) -> str:
+    """The ``Ready`` condition's reason and message (``EngineCrashing: ...``)."""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == c.READY and condition.get("status") != "True":
+            reason, message = condition.get("reason"), condition.get("message")
+            return f"{reason}: {message}" if reason and message else str(message or reason or "")
+    return str(status.get("message") or "")
 
 
 def judge_secrets(judges: JudgesPlan, namespace: str) -> tuple[SecretNeed, ...]:

@@ -46,6 +46,7 @@ from pydantic import ValidationError
 from kyai._clock import parse_time
 from kyai.api.evaluationsweep import EvaluationSweepSpec, EvaluationSweepStatus
 from kyai.builders import label_value
+from kyai.builders.queue import queue_label_problem
 from kyai.constants import LABEL_SWEEP
 from kyai.controllers import _conditions as c
 from kyai.controllers._conditions import Change
@@ -169,6 +170,9 @@ class SweepReconciler:
             spec = EvaluationSweepSpec.model_validate(self.body.get("spec") or {})
         except ValidationError as exc:
             await self._invalid(c.validation_message(exc))
+            return self.outcome
+        if (bad_queue := queue_label_problem(self.body)) is not None:  # its runs would carry it
+            await self._invalid(bad_queue, c.INVALID_QUEUE_NAME)
             return self.outcome
         listed = await self.read(spec)
         expansion = expand(
@@ -299,16 +303,16 @@ class SweepReconciler:
             failed = status.phase == "Failed" or report.stalled
             self.writer.event("Warning" if failed else "Normal", report.reason, report.message)
 
-    async def _invalid(self, message: str) -> None:
-        """A spec the operator cannot read (the CRD let it in): Stalled until it changes."""
+    async def _invalid(self, message: str, reason: str = c.INVALID_SPEC) -> None:
+        """A spec (or queue label) the operator cannot use: Stalled until it changes."""
         status = EvaluationSweepStatus(
             phase="Pending",
             message=message,
-            conditions=self.writer.conditions(Change(c.READY, False, c.INVALID_SPEC, message)),
+            conditions=self.writer.conditions(Change(c.READY, False, reason, message)),
         )
         if not self.writer.unchanged(status):
             await self.writer.patch(status)
-            self.writer.event("Warning", c.INVALID_SPEC, message)
+            self.writer.event("Warning", reason, message)
 
     async def _refused(self, error: KubeError) -> None:
         """The API server refused a create or delete: say so (Ready False), look again later.

@@ -15,11 +15,13 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import kopf
 
+from kyai.builders.workload import COMPONENT as ENGINE_COMPONENT
 from kyai.constants import (
     FINALIZER,
     GROUP,
     IN_USE_FINALIZER,
     KOPF_PREFIX,
+    LABEL_COMPONENT,
     LABEL_MANAGED_BY,
     LABEL_RUN,
     LABEL_SNAPSHOT,
@@ -225,6 +227,16 @@ def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSetti
     async def engine_deployment(
         labels: kopf.Labels, namespace: str | None, memo: kopf.Memo, **_: Any
     ) -> None:
+        await reconcile_workload(services(memo), _ns(namespace), labels[LABEL_WORKLOAD])
+
+    # Its engine pods: a container that exits and restarts, an image that cannot be pulled,
+    # a pod the scheduler cannot place is on the Workload's condition at once (a Deployment's
+    # status does not change when its pod crash-loops).
+    @kopf.on.event("", "v1", "pods", labels={LABEL_WORKLOAD: kopf.PRESENT,
+                   LABEL_COMPONENT: ENGINE_COMPONENT}, id="engine-pod",
+                   registry=registry)  # fmt: skip
+    async def engine_pod(labels: kopf.Labels, namespace: str | None, memo: kopf.Memo,
+                         **_: Any) -> None:  # fmt: skip
         await reconcile_workload(services(memo), _ns(namespace), labels[LABEL_WORKLOAD])
 
     # A Workload on several nodes: its LeaderWorkerSet's groups turning (un)ready. kopf

@@ -50,6 +50,25 @@ JOBS_PER_LIST = 100
 WAKING = {"Workload": ("Ready",), "Snapshot": ("Ready",), KIND: ("Succeeded", "Failed")}
 
 
+def _blocking_reason(status: Any) -> str | None:
+    """The Ready reason of a Workload or Snapshot that blocks its runs, else None.
+
+    Stalled (the runs waiting for it fail, or stall), or a source that cannot be fetched
+    (they say so).
+    """
+    conditions = [
+        found for found in (status or {}).get("conditions") or () if isinstance(found, Mapping)
+    ]
+    ready = next((found for found in conditions if found.get("type") == c.READY), None)
+    if ready is None or ready.get("status") == "True":
+        return None
+    reason = str(ready.get("reason") or "")
+    stalled = any(
+        found.get("type") == c.STALLED and found.get("status") == "True" for found in conditions
+    )
+    return reason if stalled or reason in c.SOURCE_FAILURES else None
+
+
 def _in_circle(status: Any) -> bool:
     """Whether a run's status says it is Stalled in a circle of re-judges."""
     return any(
@@ -283,6 +302,8 @@ class Scheduler:
         svc.index_pending(lambda run: run_references(svc, run))
         self._requeues: Requeues[tuple[str, str]] = Requeues(self._fire)
         self._tasks: set[asyncio.Task[None]] = set()
+        #: The last blocking reason told for a Workload or Snapshot (see reference_changed).
+        self._blocked: dict[tuple[str, str, str], str] = {}
 
     # requeues
 
@@ -383,6 +404,18 @@ class Scheduler:
             # generating against it stop and wait.
             for run in self.generating_against(name, namespace):
                 await self.reconcile(namespace, run)
+        if kind != KIND:
+            # Stalled (a Workload whose engine crash-loops past its restart limit: its runs
+            # fail) or a source that cannot be fetched (a Snapshot: its runs say so): the
+            # runs waiting for it are told now, once per new reason, not at the resync.
+            blocked = _blocking_reason(status)
+            key = (kind, namespace, name)
+            if blocked is None:
+                self._blocked.pop(key, None)
+            elif self._blocked.get(key) != blocked:
+                self._blocked[key] = blocked
+                for run in self.waiting_for(Reference(kind, name), namespace):
+                    await self.reconcile(namespace, run)
         if phase not in WAKING[kind] and not (kind == KIND and _in_circle(status)):
             self.svc.ready.discard((kind, namespace, name))
             return

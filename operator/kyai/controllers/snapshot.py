@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import re
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import ValidationError
@@ -22,7 +25,7 @@ from pydantic import ValidationError
 from kyai.api import SnapshotSpec, SnapshotStatus
 from kyai.api.snapshot import SnapshotPhase
 from kyai.builders import label_value, spec_hash
-from kyai.builders.queue import queue_labels, queue_name
+from kyai.builders.queue import queue_label_problem, queue_labels, queue_name
 from kyai.builders.snapshot import (
     config_map_name,
     load_job_name,
@@ -41,16 +44,82 @@ from kyai.datasets import (
     Dataset,
     DatasetError,
     DatasetUnavailableError,
+    SourceFailure,
+    failure_of,
+    failure_of_status,
+    hf_cached,
+    hub_host,
     load_dataset,
+    one_line,
     snapshot_files,
 )
 
 #: Largest file a URL source may be.
 MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024
 
+#: The Snapshot's reason for each kind of source failure (:mod:`kyai.datasets._failures`):
+#: not found and forbidden are Stalled at once and looked at again every
+#: ``snapshot_retry_max_seconds`` (someone must act: put the file there, give access); an
+#: unknown host is said at once and tried again on the usual schedule (DNS can come back);
+#: anything else (5xx, time-outs, resets) is tried again on that schedule.
+FAILURE_REASONS = {
+    "not-found": c.SOURCE_NOT_FOUND,
+    "forbidden": c.SOURCE_FORBIDDEN,
+    "unreachable": c.SOURCE_UNREACHABLE,
+    "unavailable": c.SOURCE_UNAVAILABLE,
+}
+#: Reasons of a Pending Snapshot whose source is tried again (without going back to Resolving).
+RETRIED_REASONS = frozenset(FAILURE_REASONS.values())
+#: Seconds the name of the HuggingFace Hub's host may take to resolve before a built-in's
+#: Snapshot says it cannot (SourceUnreachable): the Hub client itself retries a failed
+#: look-up for about 25 s (five retries, 1 s doubling to 8 s) before it gives up.
+RESOLVE_SECONDS = 10.0
+
 
 class SourceUnavailable(Exception):
-    """The rows could not be fetched (yet): retried later."""
+    """The rows could not be fetched (yet): ``reason`` says why; retried later."""
+
+    def __init__(self, message: str, reason: str = c.SOURCE_UNAVAILABLE) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _answered(response: httpx.Response) -> str:
+    """A server's own words: its status line, and its text when it is plain text or JSON."""
+    words = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+    kind = response.headers.get("content-type", "")
+    if kind.startswith("text/plain") or "json" in kind:
+        body = one_line(response.text[:4000])
+        if body:
+            words = f"{words}: {body}"
+    return words
+
+
+def url_failure(url: str, failure: SourceFailure) -> SourceUnavailable:
+    """A URL source that did not answer with the file, told with the server's own words."""
+    where = f"{one_line(url)} (spec.source.url)"  # without a user:password@
+    if failure.kind == "not-found":
+        said = (
+            f"{where} answered {failure.said}: the file is not there; correct the URL or put "
+            "the file there"
+        )
+    elif failure.kind == "forbidden":
+        said = (
+            f"{where} answered {failure.said}: the server refuses the operator; serve the file "
+            "at a URL the operator may read"
+        )
+    elif failure.kind == "unreachable":
+        host = failure.host or urlsplit(url).hostname or url
+        said = (
+            f"the host {host} of {where} cannot be resolved ({failure.said}): check the name "
+            "and the cluster's name servers; it is tried again on a schedule (30 s, doubling up "
+            "to every 5 min)"
+        )
+    elif failure.status is not None:
+        said = f"{where} answered {failure.said}"
+    else:
+        said = f"cannot download {where}: {failure.said}"
+    return SourceUnavailable(said, FAILURE_REASONS[failure.kind])
 
 
 def _suffix(spec: SnapshotSpec, hint: str) -> str:
@@ -97,9 +166,10 @@ async def _fetch_source(svc: Services, namespace: str, spec: SnapshotSpec) -> tu
         async with httpx.AsyncClient(timeout=120.0, follow_redirects=True) as client:
             response = await client.get(source.url.url)
     except httpx.HTTPError as exc:
-        raise SourceUnavailable(f"cannot download {source.url.url}: {exc}") from exc
+        raise url_failure(source.url.url, failure_of(exc)) from exc
     if response.status_code != 200:
-        raise SourceUnavailable(f"{source.url.url} answered HTTP {response.status_code}")
+        failure = failure_of_status(response.status_code, _answered(response))
+        raise url_failure(source.url.url, failure)
     data = response.content
     if len(data) > MAX_DOWNLOAD_BYTES:
         raise DatasetError(f"{source.url.url} is larger than {MAX_DOWNLOAD_BYTES} bytes.")
@@ -137,39 +207,81 @@ def resolving_message(spec: SnapshotSpec) -> str:
     return "resolving the rows"
 
 
+async def hub_unreachable() -> SourceFailure | None:
+    """Why the HuggingFace Hub's host cannot be looked up (DNS), at once; None: it can.
+
+    The Hub client retries a failed look-up for about 25 s before it says anything; a host
+    that does not resolve is said here within :data:`RESOLVE_SECONDS`. Nothing is looked up
+    offline or behind a proxy (:func:`kyai.datasets.hub_host`).
+    """
+    host = hub_host()
+    if host is None:
+        return None
+    loop = asyncio.get_running_loop()
+    try:
+        await asyncio.wait_for(loop.getaddrinfo(host, None), timeout=RESOLVE_SECONDS)
+    except socket.gaierror as exc:
+        return SourceFailure("unreachable", one_line(str(exc)), host=host)
+    except TimeoutError:
+        said = f"no name server answered within {RESOLVE_SECONDS:.0f} s"
+        return SourceFailure("unreachable", said, host=host)
+    return None
+
+
+def _hub_failure(builtin: str, error: DatasetError) -> SourceUnavailable:
+    """A built-in the Hub did not give, with its words: the reason its failure's kind says."""
+    failure = error.failure or SourceFailure("unavailable", error.detail)
+    told = f"the built-in {builtin} could not be downloaded from HuggingFace: {error.detail}"
+    if failure.permanent:
+        return SourceUnavailable(
+            f"{told}; or put the dataset's native file in a ConfigMap or at a URL and set "
+            "spec.source",
+            FAILURE_REASONS[failure.kind],
+        )
+    return SourceUnavailable(f"{told}; {_OFFLINE_ADVICE}", FAILURE_REASONS[failure.kind])
+
+
+async def _resolve_builtin(spec: SnapshotSpec) -> Dataset:
+    """A built-in from the Hub (from the Hub client's cache alone when its host has no address)."""
+    assert spec.builtin is not None
+    unreachable = await hub_unreachable()
+    load = functools.partial(
+        load_dataset, spec.builtin,
+        generation_prompt=spec.prompts.generation, judge_prompt=spec.prompts.judge,
+        hf_revision=spec.hf_revision, downloader=None if unreachable is None else hf_cached,
+    )  # fmt: skip
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(load), timeout=BUILTIN_DOWNLOAD_SECONDS)
+    except TimeoutError as exc:
+        raise SourceUnavailable(
+            f"the built-in {spec.builtin} could not be downloaded from HuggingFace within "
+            f"{BUILTIN_DOWNLOAD_SECONDS:.0f} s (no network, or a slow one); {_OFFLINE_ADVICE}"
+        ) from exc
+    except DatasetError as exc:
+        if unreachable is not None and isinstance(exc, DatasetUnavailableError):
+            hub = f"the HuggingFace Hub's host {unreachable.host} cannot be resolved"
+            raise SourceUnavailable(
+                f"the built-in {spec.builtin} could not be downloaded from HuggingFace: {hub} "
+                f"({unreachable.said}) and it is not in the local cache; {_OFFLINE_ADVICE}",
+                c.SOURCE_UNREACHABLE,
+            ) from exc
+        if exc.failure is None and not isinstance(exc, DatasetUnavailableError):
+            raise  # the file is there but not what the built-in expects
+        raise _hub_failure(spec.builtin, exc) from exc
+    except Exception as exc:  # anything else from the hub client: retried later
+        failure = failure_of(exc)
+        raise SourceUnavailable(
+            f"the built-in {spec.builtin} could not be downloaded from HuggingFace "
+            f"({type(exc).__name__}: {failure.said}); {_OFFLINE_ADVICE}",
+            FAILURE_REASONS[failure.kind],
+        ) from exc
+
+
 async def resolve(svc: Services, namespace: str, name: str, spec: SnapshotSpec) -> Dataset:
     """Load the Snapshot's rows (blocking work off the event loop)."""
     prompts = spec.prompts
     if spec.source is None:
-        assert spec.builtin is not None
-        try:
-            return await asyncio.wait_for(
-                asyncio.to_thread(
-                    load_dataset,
-                    spec.builtin,
-                    generation_prompt=prompts.generation,
-                    judge_prompt=prompts.judge,
-                    hf_revision=spec.hf_revision,
-                ),
-                timeout=BUILTIN_DOWNLOAD_SECONDS,
-            )
-        except TimeoutError as exc:
-            raise SourceUnavailable(
-                f"the built-in {spec.builtin} could not be downloaded from HuggingFace within "
-                f"{BUILTIN_DOWNLOAD_SECONDS:.0f} s (no network, or a slow one); {_OFFLINE_ADVICE}"
-            ) from exc
-        except DatasetUnavailableError as exc:
-            raise SourceUnavailable(
-                f"the built-in {spec.builtin} could not be downloaded from HuggingFace: "
-                f"{exc.detail}; {_OFFLINE_ADVICE}"
-            ) from exc
-        except DatasetError:
-            raise
-        except Exception as exc:  # anything else from the hub client: retried later
-            raise SourceUnavailable(
-                f"the built-in {spec.builtin} could not be downloaded from HuggingFace "
-                f"({type(exc).__name__}: {exc}); {_OFFLINE_ADVICE}"
-            ) from exc
+        return await _resolve_builtin(spec)
     data, hint = await _fetch_source(svc, namespace, spec)
     with tempfile.TemporaryDirectory(prefix="kyai-snapshot-") as scratch:
         path = Path(scratch) / f"{name}{_suffix(spec, hint)}"
@@ -270,7 +382,11 @@ class SnapshotReconciler:
             return self.look_again
         if current.phase == "Failed" and current.claim:
             return None  # the load Job failed: a new Snapshot is needed
-        retrying = current.phase == "Pending" and _ready_reason(current) == c.SOURCE_UNAVAILABLE
+        problem = queue_label_problem(self.body)
+        if problem is not None:  # its load Job would wait forever: Stalled until relabelled
+            await self.not_ready("Pending", c.INVALID_QUEUE_NAME, problem)
+            return None
+        retrying = current.phase == "Pending" and _ready_reason(current) in RETRIED_REASONS
         if current.phase != "Resolving" and not retrying:
             text = resolving_message(spec)
             conditions = self.writer.conditions(Change(c.READY, None, c.RESOLVING, text))
@@ -280,13 +396,28 @@ class SnapshotReconciler:
         try:
             dataset = await resolve(self.svc, self.namespace, self.name, spec)
         except SourceUnavailable as exc:
-            await self.not_ready("Pending", c.SOURCE_UNAVAILABLE, str(exc))
-            return self.svc.settings.snapshot_retry_seconds
+            return await self.unavailable(exc)
         except DatasetError as exc:
             await self.not_ready("Failed", c.INVALID_DATA, str(exc))
             return None
         await self._store(spec, dataset)
         return self.look_again
+
+    async def unavailable(self, error: SourceUnavailable) -> float:
+        """Pending, saying why the source gave nothing; the wait before the next try.
+
+        A source that answered "not found" or "forbidden" (Stalled: someone must act) is
+        looked at again every ``snapshot_retry_max_seconds``; any other on the doubling
+        schedule from ``snapshot_retry_seconds``.
+        """
+        settings = self.svc.settings
+        message = str(error)
+        delay = settings.snapshot_retry_seconds
+        if error.reason in c.STALLING:
+            delay = settings.snapshot_retry_max_seconds
+            message = f"{message} (looked at again every {delay:g} s)"
+        await self.not_ready("Pending", error.reason, message)
+        return delay
 
     async def _store(self, spec: SnapshotSpec, dataset: Dataset) -> None:
         """Write the rows' ConfigMap (replacing a stale one) and mark the Snapshot Ready."""

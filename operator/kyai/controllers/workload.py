@@ -28,7 +28,7 @@ from kyai.api import (
 )
 from kyai.api.workload import WorkloadPhase
 from kyai.builders import ManifestError
-from kyai.builders.queue import queue_name
+from kyai.builders.queue import queue_label_problem, queue_name
 from kyai.builders.workload import (
     engine_image,
     workload_deployment,
@@ -43,7 +43,8 @@ from kyai.controllers import _kueue as kueue
 from kyai.controllers import _multinode as multinode
 from kyai.controllers._conditions import Change
 from kyai.controllers._inuse import engine_args_of
-from kyai.controllers._pods import first_trouble
+from kyai.controllers._kube import KubeError
+from kyai.controllers._pods import EngineTrouble, engine_trouble
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter
 from kyai.datasets import route_hub_logs
@@ -63,11 +64,47 @@ from kyai.evaluation import (
     window_from_card,
     window_from_config,
 )
+from kyai.gateway import RedactingFilter, Redactor
 
 log = logging.getLogger(__name__)
 
 #: How long one /v1/models probe may take.
 PROBE_TIMEOUT_S = 10.0
+
+#: The crashed engine container's log lines quoted in the Workload's condition.
+LOG_LINES = 20
+#: ... each cut to this many characters, and all of them to LOG_MAX (the last kept).
+LOG_LINE_MAX = 300
+LOG_MAX = 3000
+
+#: Values that look like credentials in an engine's log (HuggingFace tokens, key=... pairs).
+_HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
+_KEY_VALUE = re.compile(
+    r"(?i)\b((?:api[_-]?key|token|secret|password)[\"']?\s*[=:]\s*[\"']?)[^\s\"',]{6,}"
+)
+
+
+def redact_log(text: str) -> str:
+    """An engine's log without what looks like a credential."""
+    text = _HF_TOKEN.sub("[REDACTED]", text)
+    return _KEY_VALUE.sub(lambda match: match.group(1) + "[REDACTED]", text)
+
+
+def clip_log(text: str) -> str:
+    """Log lines for a condition: each at most LOG_LINE_MAX characters, the last LOG_MAX."""
+    lines = [
+        line if len(line) <= LOG_LINE_MAX else line[: LOG_LINE_MAX - 1] + "…"
+        for line in text.rstrip().splitlines()[-LOG_LINES:]
+        if line.strip()
+    ]
+    kept: list[str] = []
+    size = 0
+    for line in reversed(lines):
+        size += len(line) + 1
+        if size > LOG_MAX:
+            break
+        kept.append(line)
+    return "\n".join(reversed(kept))
 
 
 def _engine_args_problem(body: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -368,6 +405,9 @@ class WorkloadReconciler:
 
     async def _deploy(self, spec: WorkloadSpec) -> None:
         """Apply the engine's Service and Deployment; observe it once a replica is available."""
+        if (bad_queue := queue_label_problem(self.body)) is not None:  # pods would wait forever
+            await self.set_status("Pending", c.INVALID_QUEUE_NAME, bad_queue, False)
+            return
         if spec.nodes > 1:  # several nodes a replica: a LeaderWorkerSet (see _multinode)
             await multinode.deploy_groups(self, spec)
             return
@@ -384,9 +424,9 @@ class WorkloadReconciler:
         current = await self._apply(deployment)
         available = int((current.get("status") or {}).get("availableReplicas") or 0)
         if available < 1:
-            reason, message = await self._why_not_available(spec)
+            reason, message, phase = await self._why_not_available(spec)
             await self.set_status(
-                "Deploying",
+                phase,
                 reason,
                 message
                 or f"waiting for the engine to become ready ({available}/"
@@ -416,25 +456,82 @@ class WorkloadReconciler:
             **ready,
         )
 
-    async def _why_not_available(self, spec: WorkloadSpec) -> tuple[str, str]:
-        """Why no engine pod is available: a Secret or claim it needs, a pod that cannot start.
+    async def _why_not_available(self, spec: WorkloadSpec) -> tuple[str, str, WorkloadPhase]:
+        """Why no engine pod is available: (reason, message, phase).
 
         A missing Secret or claim is a missing reference (Stalled after the grace period);
-        a pod that cannot start quotes the kubelet's or scheduler's own reason. ("", "") when
-        nothing is wrong but time (the model downloading, the engine loading).
+        an engine pod that cannot serve is reported with the kubelet's or scheduler's own
+        words (:meth:`_engine_trouble`); Kueue holding a pod says so. ("", "", Deploying)
+        when nothing is wrong but time (the model downloading, the engine loading).
         """
         missing = await self._missing_reference(spec)
         if missing is not None:
-            return missing
+            return (*missing, "Deploying")
         selector = ",".join(f"{k}={v}" for k, v in workload_selector(self.name).items())
         pods = await self.svc.kube.list("Pod", self.namespace, label_selector=selector)
         held = await self._held_by_kueue(pods)
         if held is not None:
-            return held
-        trouble = first_trouble(pods)
+            return (*held, "Deploying")
+        trouble = engine_trouble(pods)
         if trouble is None:
-            return c.DEPLOYING, ""
-        return c.ENGINE_NOT_STARTING, f"the engine cannot start: {trouble.describe()}"
+            return c.DEPLOYING, "", "Deploying"
+        return await self._engine_trouble(spec, trouble)
+
+    async def _engine_trouble(
+        self, spec: WorkloadSpec, trouble: EngineTrouble
+    ) -> tuple[str, str, WorkloadPhase]:
+        """An engine pod that cannot serve, as the Workload's reason, message and phase.
+
+        A crash quotes the exit code, the termination message and the container's last log
+        lines (read with the pod log API, secrets redacted); at ``spec.restartLimit``
+        restarts the Workload is Failed (Stalled) and the runs waiting on it fail.
+        """
+        if trouble.kind == "crash":
+            message = f"the engine cannot serve: {trouble.describe()}"
+            lines = await self._last_log_lines(spec, trouble)
+            if lines:
+                message += f"; its last log lines:\n{lines}"
+            if trouble.restarts >= spec.restart_limit:
+                message += (
+                    f"\n(it restarted {trouble.restarts} times, spec.restartLimit is "
+                    f"{spec.restart_limit}: the Workload stops waiting for it; fix the cause, "
+                    "and it is Ready again once the engine serves)"
+                )
+                return c.ENGINE_CRASHING, message, "Failed"
+            return c.ENGINE_CRASHING, message, "Deploying"
+        reason = {
+            "image": c.IMAGE_PULL_BACK_OFF,
+            "unschedulable": c.UNSCHEDULABLE,
+        }.get(trouble.kind, c.ENGINE_NOT_STARTING)
+        return reason, f"the engine cannot start: {trouble.describe()}", "Deploying"
+
+    async def _last_log_lines(self, spec: WorkloadSpec, trouble: EngineTrouble) -> str:
+        """The crashed container's last log lines, secrets redacted, capped ("" if none)."""
+        if not trouble.container:
+            return ""
+        text = ""
+        # A container waiting to restart has no log of its own yet: its last run's is
+        # `previous`; one that has just ended still has its own.
+        for previous in (trouble.restarts > 0, trouble.restarts == 0):
+            try:
+                text = await self.svc.kube.pod_log(
+                    self.namespace, trouble.pod, trouble.container,
+                    tail_lines=LOG_LINES, previous=previous,
+                )  # fmt: skip
+            except KubeError as exc:
+                log.info("No log of %s/%s: %s", trouble.pod, trouble.container, exc)
+                continue
+            if text.strip():
+                break
+        return clip_log(await self._redact(spec, text))
+
+    async def _redact(self, spec: WorkloadSpec, text: str) -> str:
+        """``text`` without the HuggingFace token, bearer credentials, JWTs, key values."""
+        redactor = Redactor()
+        ref = spec.hf_token_secret_ref
+        if ref is not None:
+            redactor.add(await _secret_value(self.svc, self.namespace, ref.name, ref.key))
+        return redact_log(RedactingFilter(redactor).clean(text))
 
     async def _held_by_kueue(self, pods: list[dict[str, Any]]) -> tuple[str, str] | None:
         """(reason, message) when Kueue holds the engine: a pod evicted or not admitted yet.

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     )
     from ._custom import custom_row_problems
     from ._errors import DatasetError, DatasetUnavailableError
-    from ._hub import Downloader, hf_download, route_hub_logs
+    from ._failures import SourceFailure, failure_of, failure_of_status, one_line
+    from ._hub import Downloader, hf_cached, hf_download, hub_host, route_hub_logs
     from ._load import load_dataset
     from ._model import Dataset, Prompts, Row, canonical_jsonl, dataset_sha256, thaw_json
     from ._prompts import GENERATION_PROMPTS, JUDGE_PROMPTS
@@ -50,7 +51,8 @@ __getattr__, __dir__ = lazy_exports(
         ),
         "._custom": ("custom_row_problems",),
         "._errors": ("DatasetError", "DatasetUnavailableError"),
-        "._hub": ("Downloader", "hf_download", "route_hub_logs"),
+        "._failures": ("SourceFailure", "failure_of", "failure_of_status", "one_line"),
+        "._hub": ("Downloader", "hf_cached", "hf_download", "hub_host", "route_hub_logs"),
         "._load": ("load_dataset",),
         "._model": ("Dataset", "Prompts", "Row", "canonical_jsonl", "dataset_sha256", "thaw_json"),
         "._prompts": ("GENERATION_PROMPTS", "JUDGE_PROMPTS"),
@@ -72,16 +74,22 @@ __all__ = [
     "Prompts",
     "Row",
     "SnapshotFiles",
+    "SourceFailure",
     "builtin_names",
     "canonical_jsonl",
     "custom_row_problems",
     "dataset_from_dict",
     "dataset_sha256",
     "dataset_to_dict",
+    "failure_of",
+    "failure_of_status",
     "get_builtin",
+    "hf_cached",
     "hf_download",
+    "hub_host",
     "load_dataset",
     "load_snapshot_dir",
+    "one_line",
     "read_rows_jsonl",
     "route_hub_logs",
     "snapshot_files",

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._failures import SourceFailure
 
 __all__ = ["DatasetError"]
 
@@ -23,6 +27,8 @@ class DatasetError(ValueError):
         row: 1-based data row (CSV data rows after the header, Parquet rows, items of a JSON
             array), or ``None``.
         detail: the sentence(s) without the location prefix.
+        failure: why the source could not be fetched (not found, forbidden, unreachable,
+            unavailable) with the server's own words, when a download failed; else ``None``.
     """
 
     def __init__(
@@ -33,12 +39,14 @@ class DatasetError(ValueError):
         line: int | None = None,
         field: str | None = None,
         row: int | None = None,
+        failure: SourceFailure | None = None,
     ) -> None:
         self.path = None if path is None else str(path)
         self.line = line
         self.field = field
         self.row = row
         self.detail = detail
+        self.failure = failure
         super().__init__(_format(detail, self.path, line, field, row))
 
 

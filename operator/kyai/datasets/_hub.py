@@ -9,13 +9,30 @@ needed (GPQA is gated), comes from the ``HF_TOKEN`` environment variable, which
 
 from __future__ import annotations
 
+import os
 import re
+import urllib.request
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from ._errors import DatasetError, DatasetUnavailableError
+from ._failures import SourceFailure, failure_of
 
-__all__ = ["Downloader", "hf_download", "hf_uri", "revision_from_cache_path", "route_hub_logs"]
+__all__ = [
+    "DEFAULT_ENDPOINT",
+    "Downloader",
+    "hf_cached",
+    "hf_download",
+    "hf_uri",
+    "hub_error",
+    "hub_host",
+    "revision_from_cache_path",
+    "route_hub_logs",
+]
+
+#: The Hub's address when ``HF_ENDPOINT`` names no mirror.
+DEFAULT_ENDPOINT = "https://huggingface.co"
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
@@ -60,60 +77,118 @@ def route_hub_logs() -> None:
     hub.propagate = True
 
 
+def hub_host() -> str | None:
+    """The host the Hub client connects to itself, to look its name up first; else None.
+
+    ``HF_ENDPOINT``'s host (default ``huggingface.co``), as ``huggingface_hub`` reads it;
+    None in offline mode (``HF_HUB_OFFLINE``: nothing is looked up) or behind an HTTP(S)
+    proxy for that host (the proxy resolves names, not this process).
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE"):
+        return None
+    endpoint = os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
+    parts = urlsplit(endpoint)
+    host = parts.hostname
+    if not host:
+        return None
+    proxies = urllib.request.getproxies()
+    proxied = proxies.get(parts.scheme) or proxies.get("all")
+    if proxied and not urllib.request.proxy_bypass(host):
+        return None
+    return host
+
+
 def hf_download(*, repo_id: str, filename: str, revision: str | None) -> Path:
     """Download with ``huggingface_hub.hf_hub_download(repo_type="dataset")`` (cached)."""
+    return _download(repo_id=repo_id, filename=filename, revision=revision, cached_only=False)
+
+
+def hf_cached(*, repo_id: str, filename: str, revision: str | None) -> Path:
+    """The file from the local Hub cache alone (no network); as :func:`hf_download` fails."""
+    return _download(repo_id=repo_id, filename=filename, revision=revision, cached_only=True)
+
+
+def _download(*, repo_id: str, filename: str, revision: str | None, cached_only: bool) -> Path:
     route_hub_logs()
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        GatedRepoError,
-        HfHubHTTPError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+
+    try:
+        if cached_only:
+            local = hf_hub_download(
+                repo_id=repo_id, filename=filename, repo_type="dataset", revision=revision,
+                local_files_only=True,
+            )  # fmt: skip
+        else:
+            local = hf_hub_download(
+                repo_id=repo_id, filename=filename, repo_type="dataset", revision=revision
+            )
+    except Exception as exc:
+        raise hub_error(exc, repo_id=repo_id, filename=filename, revision=revision) from None
+    return Path(local)
+
+
+def hub_error(
+    error: Exception, *, repo_id: str, filename: str, revision: str | None
+) -> DatasetError:
+    """The :class:`DatasetError` for what ``hf_hub_download`` raised, with the Hub's words.
+
+    Its ``failure`` says why (:func:`~kyai.datasets._failures.failure_of`). A revision or file
+    the dataset does not have is the caller's input (:class:`DatasetError`); a dataset not
+    found, gated or refused, a Hub that cannot be reached: :class:`DatasetUnavailableError`
+    (access or a network can change). Anything else the Hub client raised is re-raised.
+    """
+    from huggingface_hub import errors
 
     where = hf_uri(repo_id, filename, revision)
-    try:
-        local = hf_hub_download(
-            repo_id=repo_id, filename=filename, repo_type="dataset", revision=revision
-        )
-    except GatedRepoError:
-        raise DatasetUnavailableError(
+    failure = failure_of(error)
+    said = f" huggingface_hub said: {failure.said}" if failure.said else ""
+    unavailable: type[DatasetError] = DatasetUnavailableError
+    if isinstance(error, errors.GatedRepoError):
+        detail = (
             f"The HuggingFace dataset {repo_id} is gated: accept its terms on its Hub page with "
             "your account, then set the HF_TOKEN environment variable to a token of that "
-            "account (or use a local copy: --dataset-file for kyai, spec.source for a Snapshot).",
-            path=where,
-        ) from None
-    except RepositoryNotFoundError:
-        raise DatasetUnavailableError(
+            "account (or use a local copy: --dataset-file for kyai, spec.source for a Snapshot)."
+        )
+    elif isinstance(error, errors.RepositoryNotFoundError):
+        detail = (
             f"The HuggingFace dataset {repo_id} was not found or is not accessible; private or "
-            "gated datasets need the HF_TOKEN environment variable.",
-            path=where,
-        ) from None
-    except RevisionNotFoundError:
-        raise DatasetError(
-            f"The revision {revision!r} does not exist in the HuggingFace dataset {repo_id}.",
-            path=where,
-        ) from None
-    except LocalEntryNotFoundError:
-        raise DatasetUnavailableError(
-            "The file could not be downloaded (is the HuggingFace Hub reachable from here?) and "
-            "is not in the local cache; use a local copy of the file instead (--dataset-file "
-            "for kyai, spec.source for a Snapshot).",
-            path=where,
-        ) from None
-    except EntryNotFoundError:
-        raise DatasetError(
-            f"The HuggingFace dataset {repo_id} has no file {filename!r} at this revision.",
-            path=where,
-        ) from None
-    except HfHubHTTPError as exc:
-        raise DatasetUnavailableError(
-            f"The download from the HuggingFace Hub failed: {exc}", path=where
-        ) from None
-    except OSError as exc:
-        raise DatasetUnavailableError(
-            f"The download from the HuggingFace Hub failed: {exc.strerror or exc}.", path=where
-        ) from None
-    return Path(local)
+            "gated datasets need the HF_TOKEN environment variable."
+        )
+    elif isinstance(error, errors.RevisionNotFoundError):
+        detail = f"The revision {revision!r} does not exist in the HuggingFace dataset {repo_id}."
+        unavailable = DatasetError
+    elif isinstance(error, errors.LocalEntryNotFoundError):
+        detail = _not_fetched(failure, repo_id)
+    elif isinstance(error, errors.EntryNotFoundError):
+        detail = f"The HuggingFace dataset {repo_id} has no file {filename!r} at this revision."
+        unavailable = DatasetError
+    elif isinstance(error, errors.HfHubHTTPError):
+        detail, said = f"The download from the HuggingFace Hub failed: {failure.said}", ""
+    elif isinstance(error, OSError):
+        why = error.strerror or error
+        detail, said = f"The download from the HuggingFace Hub failed: {why}.", ""
+    else:
+        raise error
+    return unavailable(detail + said, path=where, failure=failure)
+
+
+def _not_fetched(failure: SourceFailure, repo_id: str) -> str:
+    """Why a file is neither downloaded nor cached, as the cause the Hub client hid says."""
+    local_copy = (
+        "use a local copy of the file instead (--dataset-file for kyai, spec.source for a Snapshot)"
+    )
+    if failure.kind == "forbidden":
+        return (
+            f"The HuggingFace Hub refused the dataset {repo_id} (a token without access to it, "
+            f"or none: set HF_TOKEN), and the file is not in the local cache; or {local_copy}."
+        )
+    if failure.kind == "unreachable":
+        host = failure.host or "the HuggingFace Hub"
+        return (
+            f"The host {host} cannot be resolved (DNS) and the file is not in the local cache; "
+            f"check the name (HF_ENDPOINT) and the name servers, or {local_copy}."
+        )
+    return (
+        "The file could not be downloaded (is the HuggingFace Hub reachable from here?) and "
+        f"is not in the local cache; {local_copy}."
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -16,19 +17,28 @@ from kyai.evaluation._transport import (
     Headers,
     Reply,
     TransportFailure,
+    failure_reason,
 )
 
 
 @contextlib.contextmanager
-def _aiohttp_failures() -> Iterator[None]:
+def _aiohttp_failures(host: str | None, timeout_s: float | None) -> Iterator[None]:
     """Map aiohttp's time-outs and connection errors (a cut body too) to TransportFailure."""
     try:
         yield
     except TimeoutError as exc:
-        raise TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
-    except (aiohttp.ClientError, OSError) as exc:
         raise TransportFailure(
-            CONNECTION_ERROR, f"{type(exc).__name__}: {str(exc) or 'connection failed'}"
+            TIMEOUT,
+            f"timed out ({type(exc).__name__})",
+            f"no answer within {timeout_s:g} s" if timeout_s else "timed out",
+        ) from exc
+    except (aiohttp.ClientError, OSError) as exc:
+        if isinstance(exc, aiohttp.ServerDisconnectedError):
+            reason: str | None = "the server closed the connection"
+        else:
+            reason = failure_reason(exc, host)
+        raise TransportFailure(
+            CONNECTION_ERROR, f"{type(exc).__name__}: {str(exc) or 'connection failed'}", reason
         ) from exc
 
 
@@ -39,6 +49,7 @@ class AiohttpBackend:
         self, base_url: str, headers: Mapping[str, str], timeout_s: float, max_connections: int
     ) -> None:
         self._base = base_url
+        self._host = urlsplit(base_url).hostname
         self._headers = {**headers, "Content-Type": "application/json"}
         self._timeout = aiohttp.ClientTimeout(
             total=timeout_s, connect=min(timeout_s, 30.0), sock_connect=min(timeout_s, 30.0)
@@ -62,7 +73,7 @@ class AiohttpBackend:
         self, method: str, path: str, body: bytes | None, headers: Headers = None
     ) -> Reply:
         session = self._open()
-        with _aiohttp_failures():
+        with _aiohttp_failures(self._host, self._timeout.total):
             async with session.request(
                 method, self._base + path, data=body, headers=headers, allow_redirects=False
             ) as response:
@@ -79,7 +90,7 @@ class AiohttpBackend:
         """
         session = self._open()
         url = self._base + path
-        with _aiohttp_failures():
+        with _aiohttp_failures(self._host, self._timeout.total):
             async with session.post(
                 url, data=body, headers=headers, allow_redirects=False
             ) as reply:

@@ -2,8 +2,16 @@
 
 :func:`run_guarded` is what the commands' handlers (:mod:`kyai.evaluation.cli`, the parser)
 call; everything the phases need is imported here, not when the command line is parsed.
-Every input problem is found first, all of them, by :func:`kyai.evaluation._preflight.preflight`
-(one message, before any chat request); the checks the phases make again stay as a net.
+Every input problem is found first, all of them, and every endpoint the command will use is
+checked, by :func:`kyai.evaluation._preflight.preflight` (one message, before any chat
+request; a failing endpoint leads it with its reason, ``JudgeUnreachable: ...``, exit 3); the
+checks the phases make again stay as a net.
+
+What is printed: the progress and retry lines on stderr (not with ``--quiet``), errors on
+stderr as ``kyai <command>: error: <message>`` (also the worker container's termination
+message), the result line (``kyai run`` / ``judge``: on stdout; ``kyai generate``: its
+"generated ..." line on stderr). With ``--report-run`` the run's ``status.progress`` hears
+the same: the checks' retries and failure (phase ``preflight``), then the phases' progress.
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ def _configure_logging(quiet: bool) -> None:
     from kyai.evaluation._redact import RedactingFilter
 
     logging.basicConfig(
-        level=logging.WARNING if quiet else logging.INFO,
+        level=logging.ERROR if quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
@@ -149,7 +157,6 @@ def _run_reporting_errors(args: argparse.Namespace, phases: tuple[str, ...]) -> 
     _configure_logging(args.quiet)
     register_secret(os.environ.get(HF_TOKEN_ENV))
     try:
-        preflight(args, phases, check_output=_check_output)
         return asyncio.run(_execute(args, phases))
     except KeyboardInterrupt:
         print(
@@ -199,7 +206,56 @@ async def _execute(args: argparse.Namespace, phases: tuple[str, ...]) -> int:
             reporter = await stack.enter_async_context(
                 StatusReporter(kubernetes_patcher(*args.report_run))
             )
+        await _check(args, phases, reporter)
+        if args.check_only:
+            _print_redacted(f"kyai {args.command}: {_checked(args, phases)}", sys.stdout)
+            _remove_if_empty(args.created_output)
+            return EXIT_OK
         return await _phases(args, phases, reporter)
+
+
+async def _check(
+    args: argparse.Namespace, phases: tuple[str, ...], reporter: StatusReporter | None
+) -> None:
+    """The preflight: every input problem and every endpoint, before anything is sent.
+
+    Its retry lines go to stderr (not with ``--quiet``) and to the run's status; so does its
+    failure (the status's message leads with the reason), which it raises.
+    """
+    said = False
+
+    def say(text: str) -> None:
+        from kyai.evaluation._redact import redact
+
+        nonlocal said
+        said = True
+        text = redact(text)
+        if not args.quiet:
+            _print_redacted(f"kyai {args.command}: {text}", sys.stderr)
+        if reporter is not None:
+            reporter.checking(text)
+
+    try:
+        await preflight(args, phases, check_output=_check_output, say=say)
+    except PreflightError as exc:
+        if reporter is not None and exc.reason is not None:
+            from kyai.evaluation._redact import redact
+
+            reporter.checking(redact(str(exc)))
+        raise
+    if said and reporter is not None:
+        reporter.checking(None)
+
+
+def _checked(args: argparse.Namespace, phases: tuple[str, ...]) -> str:
+    """What ``--check-only`` says once every check passed."""
+    parts = []
+    if "generate" in phases:
+        parts.append(f"the candidate {args.endpoint} serves {args.model!r}")
+    if "judge" in phases and args.judge_endpoint and args.judge_model:
+        parts.append(f"the judge {args.judge_endpoint} serves {args.judge_model!r}")
+    checked = "; ".join(parts) if parts else "the input"
+    return f"checked: {checked}; nothing was sent"
 
 
 async def _phases(
@@ -255,13 +311,16 @@ async def _generate_phase(
     candidate = _candidate(args, retry)
     key = judge_api_key(args) if "judge" in phases else None
     listener = reporter.listener if reporter is not None else None
-    outcome = await generate(dataset, args.output, candidate, listener=listener)
-    _print_redacted(
-        f"generated {outcome.sent} of {outcome.rows} rows ({outcome.errors} errors) in "
-        f"{outcome.wall_seconds:.1f}s; context window {outcome.window.tokens} tokens "
-        f"({outcome.window.source}); {serving_note(outcome.serving)} -> {args.output}",
-        sys.stderr,
+    outcome = await generate(
+        dataset, args.output, candidate, listener=listener, echo=not args.quiet
     )
+    if not args.quiet or "judge" not in phases:  # kyai generate's result line
+        _print_redacted(
+            f"generated {outcome.sent} of {outcome.rows} rows ({outcome.errors} errors) in "
+            f"{outcome.wall_seconds:.1f}s; context window {outcome.window.tokens} tokens "
+            f"({outcome.window.source}); {serving_note(outcome.serving)} -> {args.output}",
+            sys.stderr,
+        )
     return key
 
 
@@ -283,7 +342,9 @@ async def _judge_phase(
         args, generations_dir, judge_key=judge_key, judge_prompt=judge_prompt, retry=retry
     )
     listener = reporter.listener if reporter is not None else None
-    summary = await judge_many(generations_dir, output, named, listener=listener)
+    summary = await judge_many(
+        generations_dir, output, named, listener=listener, echo=not args.quiet
+    )
     if reporter is not None:
         await reporter.final(summary)
     latency = summary["avg_latency_ms"]

@@ -25,7 +25,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
@@ -45,7 +45,13 @@ from kyai.evaluation._stream import (
     StreamErrorEvent,
     refuses_streaming,
 )
-from kyai.evaluation._transport import Backend, Reply, TransportFailure
+from kyai.evaluation._transport import (
+    CONNECTION_ERROR,
+    TIMEOUT,
+    Backend,
+    Reply,
+    TransportFailure,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -123,6 +129,58 @@ class RetryPolicy:
             return min(max(retry_after, 0.0), self.backoff_max_s)
         ceiling = min(self.backoff_max_s, self.backoff_base_s * 2.0 ** (retry - 1))
         return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def wait_text(seconds: float) -> str:
+    """A wait as the retry lines say it: ``4 s``, ``0.6 s``."""
+    return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.1f} s"
+
+
+@dataclass(frozen=True)
+class RetryNote:
+    """A request about to be sent again: what failed, which attempt, how long until the next.
+
+    ``what`` follows the side it is said of: ``unreachable: connection refused``,
+    ``answered HTTP 503: Service Unavailable``.
+    """
+
+    what: str
+    attempt: int
+    attempts: int
+    delay_s: float
+
+    def text(self, side: str) -> str:
+        """``candidate unreachable: connection refused; attempt 3 of 6, next in 4 s``."""
+        return (
+            f"{side} {self.what}; attempt {self.attempt} of {self.attempts}, "
+            f"next in {wait_text(self.delay_s)}"
+        )
+
+
+#: Called with each retry of a client's requests (:attr:`ChatClient.on_retry`).
+RetryListener = Callable[[RetryNote], None]
+
+#: The longest server message a retry note quotes.
+_NOTE_CHARS = 160
+
+
+def _clip(text: str) -> str:
+    """A server's words for a retry note: secrets redacted (before cutting), one line, short."""
+    text = " ".join(redact(text).split())
+    return text if len(text) <= _NOTE_CHARS else text[: _NOTE_CHARS - 1] + "…"
+
+
+def failure_what(kind: str, detail: str, reason: str | None = None) -> str:
+    """What failed, as a retry note says it after the side's name."""
+    if kind == CONNECTION_ERROR:
+        return f"unreachable: {reason or _clip(detail)}"
+    if kind == TIMEOUT:
+        return f"timed out: {reason or _clip(detail)}"
+    if kind == HTTP_ERROR and detail.startswith("HTTP "):
+        return f"answered {_clip(detail)}"
+    if kind == CREDENTIALS_ERROR:
+        return f"key unreadable: {_clip(detail)}"
+    return f"failed ({kind}): {_clip(detail)}"
 
 
 class ChatResult(NamedTuple):
@@ -238,6 +296,8 @@ def _error_message(body: Any, text: str) -> str:
     message = _error_payload(body).get("message")
     if isinstance(message, str) and message:
         return message
+    if isinstance(body, Mapping) and isinstance(body.get("error"), str) and body["error"]:
+        return str(body["error"])  # vLLM's api-key middleware: {"error": "Unauthorized"}
     return text.strip()[:500] or "(empty body)"
 
 
@@ -300,6 +360,36 @@ def normalise_base_url(url: str) -> str:
     return base
 
 
+@dataclass(frozen=True)
+class ModelsAnswer:
+    """What one ``GET /models`` came to.
+
+    ``cards``: the models listed (``[]`` when the route answers but lists nothing usable: a
+    404, an HTML page), None when no usable answer came. ``status`` is None when no HTTP
+    answer came at all (``kind`` then says how: a transport failure, an unreadable key file).
+    ``detail`` is the server's (or the transport's) own words, ``reason`` a transport
+    failure in a few words. ``key_refused``: 401, 403, or the judge gateway saying the judge
+    refused the platform's key (``gateway_refused``); ``retryable``: worth asking again.
+    """
+
+    cards: list[dict[str, Any]] | None = None
+    status: int | None = None
+    detail: str = ""
+    reason: str | None = None
+    kind: str | None = None
+    retryable: bool = False
+    retry_after: float | None = None
+    key_refused: bool = False
+    gateway_refused: bool = False
+
+    @property
+    def what(self) -> str:
+        """What failed, as a retry note says it (:class:`RetryNote`)."""
+        if self.status is None:
+            return failure_what(self.kind or CONNECTION_ERROR, self.detail, self.reason)
+        return f"answered {_clip(self.detail)}"
+
+
 @dataclass
 class _Attempt:
     attempts: int = 0
@@ -354,6 +444,8 @@ class _Failure:
     retry_after: float | None = None
     retryable: bool = True
     code: str | None = None
+    #: A transport failure in a few words ("connection refused"), for the retry notes.
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -436,6 +528,8 @@ class ChatClient:
         self._max_connections = max_connections
         #: Set once the server refused a streamed request: later ones are not streamed.
         self.stream_refused = False
+        #: Told of every retry (what failed, the attempt, the wait) before its wait.
+        self.on_retry: RetryListener | None = None
         self._http: httpx.AsyncClient | None = None
         self._backend: Backend
         if transport is not None:
@@ -485,6 +579,44 @@ class ChatClient:
             await self._http.aclose()
             self._http = None
 
+    async def models_answer(self) -> ModelsAnswer:
+        """One ``GET /models`` (no retry), and what it came to (:class:`ModelsAnswer`)."""
+        try:
+            response = await self._backend.request("GET", "/models", None, self._auth())
+        except TransportFailure as exc:
+            return ModelsAnswer(detail=exc.detail, reason=exc.reason, retryable=True, kind=exc.kind)
+        except KeyFileError as exc:
+            return ModelsAnswer(detail=str(exc), retryable=True, kind=CREDENTIALS_ERROR)
+        status = response.status
+        refused_key = _refused_key(response)
+        if refused_key is not None:
+            return ModelsAnswer(status=status, detail=refused_key.removesuffix("."),
+                                key_refused=True, gateway_refused=True)  # fmt: skip
+        if status != 200:
+            try:
+                payload: Any = response.json()
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                payload = None
+            detail = f"HTTP {status}: {_error_message(payload, response.text)}"
+            return ModelsAnswer(
+                status=status,
+                detail=detail,
+                retryable=status in RETRYABLE_STATUSES,
+                retry_after=_retry_after(response),
+                key_refused=status in (401, 403),
+                cards=None if status in RETRYABLE_STATUSES or status in (401, 403) else [],
+            )
+        try:
+            body = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            if _looks_like_json(response):  # cut short on the way: ask again
+                return ModelsAnswer(status=status, detail="HTTP 200: a model list cut short",
+                                    retryable=True)  # fmt: skip
+            return ModelsAnswer(status=status, cards=[])
+        data = body.get("data") if isinstance(body, dict) else None
+        cards = [card for card in data if isinstance(card, dict)] if isinstance(data, list) else []
+        return ModelsAnswer(status=status, cards=cards)
+
     async def list_models(self) -> list[dict[str, Any]]:
         """The server's ``/v1/models`` cards; ``[]`` when it does not serve that route.
 
@@ -492,51 +624,38 @@ class ChatClient:
         :class:`EndpointConfigError` at once when the judge gateway says the judge refused the
         platform's key (no retry can cure that).
         """
-        state = _Attempt()
+        attempts = retries = 0
         while True:
-            state.attempts += 1
-            try:
-                response = await self._backend.request("GET", "/models", None, self._auth())
-            except (TransportFailure, KeyFileError) as exc:
-                detail = exc.detail if isinstance(exc, TransportFailure) else str(exc)
-                if state.retries < self.retry.max_retries:
-                    state.retries += 1
-                    await asyncio.sleep(self.retry.delay(state.retries, None))
-                    continue
-                raise EndpointUnreachableError(
-                    redact(
-                        f"Cannot reach {self.base_url}/models after {state.attempts} attempts: "
-                        f"{detail}."
-                    )
-                ) from None
-            refused_key = _refused_key(response)
-            if refused_key is not None:
+            attempts += 1
+            answer = await self.models_answer()
+            if answer.gateway_refused:
                 raise EndpointConfigError(
-                    f"{self.base_url}/models: {refused_key} This is the platform's "
+                    f"{self.base_url}/models: {answer.detail}. This is the platform's "
                     "configuration, not this run's: nothing in the run can fix it."
                 )
-            if response.status in RETRYABLE_STATUSES and state.retries < self.retry.max_retries:
-                state.retries += 1
-                await asyncio.sleep(self.retry.delay(state.retries, _retry_after(response)))
+            if answer.retryable and retries < self.retry.max_retries:
+                retries += 1
+                delay = self.retry.delay(retries, answer.retry_after)
+                self._note_retry(answer.what, retries, delay)
+                await asyncio.sleep(delay)
                 continue
-            if response.status in (401, 403):
+            if answer.status is None:
                 raise EndpointUnreachableError(
-                    f"{self.base_url}/models refused the credentials (HTTP {response.status})."
+                    redact(
+                        f"Cannot reach {self.base_url}/models after {attempts} attempts: "
+                        f"{answer.detail}."
+                    )
                 )
-            if response.status != 200:
-                return []
-            try:
-                body = response.json()
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                if _looks_like_json(response) and state.retries < self.retry.max_retries:
-                    state.retries += 1  # cut short on the way: ask again
-                    await asyncio.sleep(self.retry.delay(state.retries, None))
-                    continue
-                return []
-            data = body.get("data") if isinstance(body, dict) else None
-            return (
-                [card for card in data if isinstance(card, dict)] if isinstance(data, list) else []
-            )
+            if answer.key_refused:
+                raise EndpointUnreachableError(
+                    f"{self.base_url}/models refused the credentials (HTTP {answer.status})."
+                )
+            return answer.cards or []
+
+    def _note_retry(self, what: str, retry: int, delay: float) -> None:
+        """Tell :attr:`on_retry` that attempt ``retry`` failed and the next is in ``delay`` s."""
+        if self.on_retry is not None:
+            self.on_retry(RetryNote(what, retry, 1 + self.retry.max_retries, delay))
 
     async def chat(
         self,
@@ -578,7 +697,11 @@ class ChatClient:
             if not step.retryable or state.retries >= self.retry.max_retries:
                 raise _final(step, state.attempts, budget)
             state.retries += 1
-            await asyncio.sleep(self.retry.delay(state.retries, step.retry_after))
+            delay = self.retry.delay(state.retries, step.retry_after)
+            self._note_retry(
+                failure_what(step.kind, step.detail, step.reason), state.retries, delay
+            )
+            await asyncio.sleep(delay)
 
     def _refuse_streaming(self, message: str) -> None:
         if not self.stream_refused:
@@ -613,7 +736,7 @@ class ChatClient:
                     return self._streamed_result(events, state, sent, budget)
                 response = streamed
         except TransportFailure as exc:
-            return _Failure(exc.kind, exc.detail)
+            return _Failure(exc.kind, exc.detail, reason=exc.reason)
         except StreamCutError as exc:
             if exc.malformed:
                 return _Failure(INVALID_RESPONSE, f"The stream was cut short: {exc}")

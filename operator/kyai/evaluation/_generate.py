@@ -240,8 +240,13 @@ async def generate(
     *,
     listener: ProgressListener | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    echo: bool = True,
 ) -> GenerationOutcome:
-    """Run the generation phase into ``output`` (resuming what is already there)."""
+    """Run the generation phase into ``output`` (resuming what is already there).
+
+    ``echo``: print the progress and retry lines (``--quiet`` does not); ``listener`` hears
+    them either way.
+    """
     output.mkdir(parents=True, exist_ok=True)
     run_path = output / store.RUN
     previous = store.read_json(run_path) if run_path.exists() else None
@@ -260,6 +265,15 @@ async def generate(
         # earlier kyai): asked again.
         or store.answer_problem(stored[row.index]) is not None
     ]
+    rows = len(dataset.rows)
+    progress = Progress(
+        "generate",
+        total=rows,
+        done=rows - len(pending),
+        listener=listener,
+        echo=echo,
+        side=CANDIDATE,
+    )
     async with ChatClient(
         config.endpoint,
         api_key=config.api_key,
@@ -268,6 +282,7 @@ async def generate(
         max_connections=config.concurrency,
         transport=transport,
     ) as client:
+        client.on_retry = progress.retrying
         cards = await client.list_models()
         check_served(cards, config.model, client.base_url, "candidate")
         window = resolve_window(
@@ -282,7 +297,7 @@ async def generate(
         if not (output / store.DATASET).exists():
             write_rows_jsonl(output / store.DATASET, dataset.rows)
         store.write_json(run_path, manifest)
-        await _ask(run, client, window, pending, listener)
+        await _ask(run, client, window, pending, progress)
     log.rewrite(stored)
     wall = time.monotonic() - started
     generation = manifest["generation"]
@@ -305,11 +320,9 @@ async def _ask(
     client: ChatClient,
     window: ContextWindow,
     pending: list[Row],
-    listener: ProgressListener | None,
+    progress: Progress,
 ) -> None:
     """Ask the candidate every pending row, storing each answer; then the serving figures."""
-    rows = len(run.dataset.rows)
-    progress = Progress("generate", total=rows, done=rows - len(pending), listener=listener)
     config, tally = run.config, run.tally
     early = EarlyStop("candidate", client.base_url, config.model, len(pending))
 

@@ -244,8 +244,11 @@ async def judge_many(
     judges: Sequence[NamedJudge],
     *,
     listener: ProgressListener | None = None,
+    echo: bool = True,
 ) -> dict[str, Any]:
     """Run every judge on the same answers; one summary per judge plus agreement.
+
+    ``echo``: the LLM judges print their progress and retry lines (``--quiet`` does not).
 
     With one judge, its files go straight into ``output``. With several, each judge writes
     into ``output/judges/<name>/`` and ``output/summary.json`` holds the first judge's figures
@@ -260,7 +263,9 @@ async def judge_many(
     for spec in judges:
         target = output if len(judges) == 1 else output / "judges" / spec.name
         if spec.llm is not None:
-            summaries[spec.name] = await judge(generations_dir, target, spec.llm, listener=listener)
+            summaries[spec.name] = await judge(
+                generations_dir, target, spec.llm, listener=listener, echo=echo
+            )
         elif spec.grader is not None:
             summaries[spec.name] = await judge_with_grader(generations_dir, target, spec.grader)
         else:

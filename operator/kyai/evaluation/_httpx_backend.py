@@ -22,19 +22,22 @@ from kyai.evaluation._transport import (
     Headers,
     Reply,
     TransportFailure,
+    failure_reason,
 )
 
 
 @contextlib.contextmanager
-def _httpx_failures() -> Iterator[None]:
+def _httpx_failures(client: httpx.AsyncClient) -> Iterator[None]:
     """Map httpx's time-outs and transport errors to :class:`TransportFailure`."""
     try:
         yield
     except httpx.TimeoutException as exc:
-        raise TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})") from exc
+        raise TransportFailure(TIMEOUT, f"timed out ({type(exc).__name__})", "timed out") from exc
     except httpx.TransportError as exc:
         raise TransportFailure(
-            CONNECTION_ERROR, f"{type(exc).__name__}: {str(exc) or 'connection failed'}"
+            CONNECTION_ERROR,
+            f"{type(exc).__name__}: {str(exc) or 'connection failed'}",
+            failure_reason(exc, client.base_url.host or None),
         ) from exc
 
 
@@ -84,7 +87,7 @@ class HttpxBackend:
             **({"Content-Type": "application/json"} if body is not None else {}),
             **(headers or {}),
         }
-        with _httpx_failures():
+        with _httpx_failures(self.client):
             response = await self.client.request(method, path, content=body, headers=sent or None)
         return Reply(response.status_code, response.headers, response.content)
 
@@ -93,7 +96,7 @@ class HttpxBackend:
     ) -> Reply | None:
         """As the aiohttp backend's ``stream``."""
         sent = {"Content-Type": "application/json", **(headers or {})}
-        with _httpx_failures():
+        with _httpx_failures(self.client):
             async with self.client.stream("POST", path, content=body, headers=sent) as reply:
                 if reply.status_code != 200 or not is_event_stream(
                     reply.headers.get("content-type", "")

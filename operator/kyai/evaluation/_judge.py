@@ -204,8 +204,12 @@ async def judge(
     *,
     listener: ProgressListener | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    echo: bool = True,
 ) -> dict[str, Any]:
-    """Judge every stored answer of ``generations_dir`` into ``output``; return the summary."""
+    """Judge every stored answer of ``generations_dir`` into ``output``; return the summary.
+
+    ``echo``: print the progress and retry lines (``--quiet`` does not).
+    """
     source = GenerationSet.load(generations_dir)
     prompt = source.judge_prompt(config.prompt)
     output.mkdir(parents=True, exist_ok=True)
@@ -215,7 +219,12 @@ async def judge(
     started = time.monotonic()
     pending = [row for row in source.rows if row.index not in judged]
     progress = Progress(
-        "judge", total=len(source.rows), done=len(source.rows) - len(pending), listener=listener
+        "judge",
+        total=len(source.rows),
+        done=len(source.rows) - len(pending),
+        listener=listener,
+        echo=echo,
+        side=JUDGE,
     )
     async with ChatClient(
         config.endpoint,
@@ -225,6 +234,7 @@ async def judge(
         max_connections=config.concurrency,
         transport=transport,
     ) as client:
+        client.on_retry = progress.retrying
         endpoint = client.base_url
         store.write_json(
             output / store.JUDGE,

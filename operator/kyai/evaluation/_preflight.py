@@ -11,19 +11,36 @@ every problem in one :class:`PreflightError`, one line each, instead of one per 
   :data:`MAX_ROW_PROBLEMS` problems, then how many more), ``--generation-prompt`` and, for
   an LLM judge, ``--judge-prompt`` (required, and their ``@FILE`` readable), ``--judge builtin``
   (built-in datasets only);
-- the servers, unless an endpoint flag is malformed: one ``GET /v1/models`` each (no retry, a
-  short time-out), the candidate and judge models they do not list.
+- every endpoint the command will use, unless an endpoint flag is malformed: the candidate's
+  (``kyai generate``, ``kyai run``) and the judge's (``kyai judge``, ``kyai run``: an LLM judge
+  or a model-backed grader; built-in and other Python graders need none). Each is asked
+  ``GET /v1/models`` (all at once): it must answer, accept the key, and list the models the
+  command asks for (``--model``; ``--judge-model`` and ``--embedding-model``).
 
-Exit status: 2 when any problem is the user's input, 3 when every problem is a server's (a
-model not served, a server not reached), as each alone always was. A server that cannot be
-reached is reported only beside input problems: alone, the phase that follows reaches it with
-its retries (a server still starting) and says so itself.
+A failing endpoint is a problem with a reason of its own, leading its line:
+``CandidateUnreachable`` / ``JudgeUnreachable`` (no answer, a time-out, or a 429/5xx: a judge
+gateway that cannot reach the judge), ``CandidateKeyRefused`` / ``JudgeKeyRefused`` (401 or
+403, the judge gateway's ``UpstreamRefusedKey``: the judge refused the platform's key, or a
+``--judge-api-key-file`` that cannot be read) and ``CandidateModelNotServed`` /
+``JudgeModelNotServed``.
+
+A blip is tolerated: an endpoint that does not answer (or answers 429/5xx, or a list cut
+short) is asked again, up to :data:`CHECK_ATTEMPTS` attempts in all (``1 + --max-retries``
+when that is fewer), :data:`CHECK_WAITS_S` apart (a ``Retry-After`` up to the longest of
+them), each attempt waiting :data:`PROBE_TIMEOUT_S` at most: at most 7 s of waits and 23 s in
+all. Each failed attempt is said (``judge unreachable: connection refused; attempt 1 of 4,
+next in 1 s``) through ``say``. A refused key or a model not listed is not asked again. When
+the input has problems too, each endpoint is asked once: the command is being fixed.
+
+Exit status: 2 when any problem is the user's input, 3 when every problem is an endpoint's;
+then the message leads with the first one's reason (:attr:`PreflightError.reason`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,28 +49,64 @@ from typing import TYPE_CHECKING
 from kyai.evaluation._usage import UsageError, judge_api_key, secret, text_or_file
 
 if TYPE_CHECKING:
+    from kyai.evaluation._client import ModelsAnswer
     from kyai.evaluation._keyfile import KeyFile
 
-__all__ = ["MAX_ROW_PROBLEMS", "PreflightError", "Problem", "preflight"]
+__all__ = [
+    "CHECK_ATTEMPTS",
+    "CHECK_WAITS_S",
+    "MAX_ROW_PROBLEMS",
+    "PROBE_TIMEOUT_S",
+    "REASONS",
+    "PreflightError",
+    "Problem",
+    "preflight",
+]
 
 #: Row problems named one by one; the others are counted.
 MAX_ROW_PROBLEMS = 20
-#: Seconds the ``/v1/models`` probe waits at most.
-PROBE_TIMEOUT_S = 10.0
+#: Seconds one ``/v1/models`` attempt waits at most (less with a smaller --request-timeout);
+#: under 5 s, which aiohttp would round up to the next whole second.
+PROBE_TIMEOUT_S = 4.0
+#: Attempts of each endpoint's check at most (``1 + --max-retries`` when that is fewer).
+CHECK_ATTEMPTS = 4
+#: Seconds between an endpoint's attempts (the first wait, the second, ...).
+CHECK_WAITS_S = (1.0, 2.0, 4.0)
+
+#: Sides and what failed: the reason that leads a failing endpoint's problem.
+UNREACHABLE, MODEL_NOT_SERVED, KEY_REFUSED = "Unreachable", "ModelNotServed", "KeyRefused"
+REASONS: tuple[str, ...] = tuple(
+    f"{side}{failure}"
+    for side in ("Candidate", "Judge")
+    for failure in (UNREACHABLE, MODEL_NOT_SERVED, KEY_REFUSED)
+)
+
+#: The key of :func:`_flags`' answer saying a ``--grader`` calls models.
+MODEL_BACKED = "model-backed graders"
+
+#: Say a line (a failed attempt of an endpoint's check, about to be tried again).
+Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One problem; ``server``: a server's answer (exit 3), not the user's input (exit 2)."""
+    """One problem; ``server``: a server's answer (exit 3), not the user's input (exit 2).
+
+    ``reason`` (one of :data:`REASONS`) names what failed of an endpoint's check; ``text``
+    leads with it.
+    """
 
     text: str
     server: bool = False
-    #: The server did not answer ``/v1/models`` (reported only beside other problems).
-    unreachable: bool = False
+    reason: str | None = None
 
 
 class PreflightError(Exception):
-    """The problems found before anything was sent; the message lists them all."""
+    """The problems found before anything was sent; the message lists them all.
+
+    When every problem is an endpoint's, the message leads with the first one's reason
+    (``JudgeUnreachable: ...``, or ``CandidateUnreachable: 2 problems, nothing was sent:``).
+    """
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = tuple(problems)
@@ -61,13 +114,21 @@ class PreflightError(Exception):
             message = problems[0].text
         else:
             lines = "".join(f"\n  - {problem.text}" for problem in problems)
-            message = f"{len(problems)} problems, nothing was sent:{lines}"
+            lead = f"{self.reason}: " if self.reason else ""
+            message = f"{lead}{len(problems)} problems, nothing was sent:{lines}"
         super().__init__(message)
 
     @property
     def usage(self) -> bool:
         """Whether any problem is the user's input (exit 2; else 3)."""
         return any(not problem.server for problem in self.problems)
+
+    @property
+    def reason(self) -> str | None:
+        """The first problem's reason when every problem is an endpoint's (exit 3), else None."""
+        if self.usage:
+            return None
+        return next((problem.reason for problem in self.problems if problem.reason), None)
 
 
 def _endpoint(flag: str, url: str | None, problems: list[Problem]) -> bool:
@@ -199,58 +260,188 @@ def _flags(
         except UsageError as exc:
             problems.append(Problem(str(exc)))
         else:
-            if llm:
+            model_backed = _model_backed_graders(args)
+            if llm or model_backed:
                 keys["judge"] = judge_key
+                keys[MODEL_BACKED] = model_backed
     return well_formed, keys
 
 
-async def _probe(side: str, flag: str, endpoint: str, model: str, key: object) -> Problem | None:
-    """One ``GET /v1/models``: a problem when ``model`` is not listed or nothing answers."""
-    from kyai.evaluation import EndpointConfigError, EndpointUnreachableError, RetryPolicy
-    from kyai.evaluation._client import ChatClient
+def _model_backed_graders(args: argparse.Namespace) -> bool:
+    """Whether a ``--grader`` calls models (through the judge endpoint).
+
+    A declaration that cannot be read is left to the judge phase, which names its problem.
+    """
+    paths = getattr(args, "grader", None) or []
+    if not paths:
+        return False
+    from kyai.graders import GraderDeclarationError, PythonGrader
+
+    for path in paths:
+        try:
+            if PythonGrader.from_file(path).model_access:
+                return True
+        except (GraderDeclarationError, OSError, ValueError):
+            continue
+    return False
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    """An endpoint to check: whose, its flag and URL, the models asked for, the key."""
+
+    side: str  # "candidate" or "judge"
+    flag: str
+    url: str
+    models: tuple[tuple[str, str], ...]  # (flag, name)
+    key: object
+    key_flag: str
+
+
+def _reason(side: str, failure: str) -> str:
+    return f"{side.capitalize()}{failure}"
+
+
+def _endpoints(
+    args: argparse.Namespace, phases: tuple[str, ...], keys: dict[str, object]
+) -> list[_Endpoint]:
+    """The endpoints the command will use, candidate first."""
+    found = []
+    if "generate" in phases and "candidate" in keys:
+        key_flag = f"--api-key-env {args.api_key_env}" if args.api_key_env else "no key given"
+        models = (("--model", args.model),)
+        found.append(
+            _Endpoint("candidate", "--endpoint", args.endpoint, models, keys["candidate"], key_flag)
+        )
+    if "judge" in phases and "judge" in keys and args.judge_endpoint and args.judge_model:
+        judge_models = [("--judge-model", args.judge_model)]
+        if args.embedding_model and keys.get(MODEL_BACKED):
+            judge_models.append(("--embedding-model", args.embedding_model))
+        if args.judge_api_key_file:
+            key_flag = f"--judge-api-key-file {args.judge_api_key_file}"
+        elif args.judge_api_key_env:
+            key_flag = f"--judge-api-key-env {args.judge_api_key_env}"
+        else:
+            key_flag = "no key given"
+        found.append(_Endpoint("judge", "--judge-endpoint", args.judge_endpoint,
+                               tuple(judge_models), keys["judge"], key_flag))  # fmt: skip
+    return found
+
+
+def _failed(
+    endpoint: _Endpoint, base: str, answer: ModelsAnswer, attempts: int, took: float
+) -> Problem:
+    """The problem of an endpoint whose last answer was no usable model list.
+
+    Each keeps the words the phases' own checks always used ("Cannot reach URL/models",
+    "refused the credentials (HTTP 401)"), after the reason and the flag.
+    """
+    from kyai.evaluation._client import CREDENTIALS_ERROR
+    from kyai.evaluation._transport import TIMEOUT
+
+    refused = _reason(endpoint.side, KEY_REFUSED)
+    if answer.gateway_refused:
+        return Problem(
+            f"{refused}: {endpoint.flag} {base}/models: {answer.detail}. This is the "
+            "platform's configuration, not this run's: nothing in the run can fix it.",
+            server=True,
+            reason=refused,
+        )
+    if answer.key_refused:
+        words = answer.detail.removeprefix(f"HTTP {answer.status}: ")
+        return Problem(
+            f"{refused}: {endpoint.flag} {base}/models refused the credentials (HTTP "
+            f"{answer.status}): {words} (the {endpoint.side}'s key: {endpoint.key_flag})",
+            server=True,
+            reason=refused,
+        )
+    if answer.kind == CREDENTIALS_ERROR:  # the key's file could not be read, on every attempt
+        return Problem(
+            f"{refused}: {endpoint.flag} {base}: the {endpoint.side}'s key "
+            f"({endpoint.key_flag}) could not be read: {answer.detail}",
+            server=True,
+            reason=refused,
+        )
+    said = answer.reason or answer.detail
+    if answer.reason and answer.detail and answer.kind != TIMEOUT:
+        said += f" ({answer.detail})"
+    tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+    unreachable = _reason(endpoint.side, UNREACHABLE)
+    return Problem(
+        f"{unreachable}: {endpoint.flag}: Cannot reach {base}/models ({tries} in "
+        f"{took:.1f} s): {said}",
+        server=True,
+        reason=unreachable,
+    )
+
+
+async def _check(
+    endpoint: _Endpoint, attempts: int, timeout_s: float, say: Say | None
+) -> list[Problem]:
+    """Check one endpoint (:func:`preflight`'s policy); its problems."""
+    from kyai.evaluation import EndpointConfigError, RetryPolicy
+    from kyai.evaluation._client import ChatClient, RetryNote
     from kyai.evaluation._generate import check_served
     from kyai.evaluation._keyfile import KeyFile
 
-    api_key = key if isinstance(key, str | KeyFile) else None
-    try:
-        async with ChatClient(
-            endpoint, api_key=api_key, timeout_s=PROBE_TIMEOUT_S,
-            retry=RetryPolicy(max_retries=0), max_connections=1,
-        ) as client:  # fmt: skip
-            cards = await client.list_models()
-            check_served(cards, model, client.base_url, side)
-    except EndpointConfigError as exc:
-        return Problem(f"{flag} {model}: {exc}", server=True)
-    except EndpointUnreachableError as exc:
-        return Problem(f"{flag}: {exc}", server=True, unreachable=True)
-    return None
+    key = endpoint.key if isinstance(endpoint.key, str | KeyFile) else None
+    started = time.monotonic()
+    async with ChatClient(
+        endpoint.url, api_key=key, timeout_s=timeout_s,
+        retry=RetryPolicy(max_retries=0), max_connections=1,
+    ) as client:  # fmt: skip
+        for attempt in range(1, attempts + 1):
+            answer = await client.models_answer()
+            if answer.cards is not None or answer.key_refused or attempt == attempts:
+                break
+            wait = CHECK_WAITS_S[min(attempt, len(CHECK_WAITS_S)) - 1]
+            if answer.retry_after is not None:
+                wait = min(answer.retry_after, max(CHECK_WAITS_S))
+            if say is not None:
+                say(RetryNote(answer.what, attempt, attempts, wait).text(endpoint.side))
+            await asyncio.sleep(wait)
+        base = client.base_url
+    if answer.cards is None:
+        return [_failed(endpoint, base, answer, attempt, time.monotonic() - started)]
+    problems = []
+    for flag, model in endpoint.models:
+        try:
+            check_served(answer.cards, model, base, endpoint.side)
+        except EndpointConfigError as exc:
+            reason = _reason(endpoint.side, MODEL_NOT_SERVED)
+            problems.append(Problem(f"{reason}: {flag} {model}: {exc}", server=True, reason=reason))
+    return problems
 
 
 async def _servers(
-    args: argparse.Namespace, phases: tuple[str, ...], keys: dict[str, object]
+    args: argparse.Namespace,
+    phases: tuple[str, ...],
+    keys: dict[str, object],
+    *,
+    attempts: int,
+    say: Say | None,
 ) -> list[Problem]:
-    probes = []
-    if "generate" in phases and "candidate" in keys:
-        probes.append(_probe("candidate", "--model", args.endpoint, args.model,
-                             keys["candidate"]))  # fmt: skip
-    if "judge" in phases and "judge" in keys and args.judge_endpoint and args.judge_model:
-        probes.append(_probe("judge", "--judge-model", args.judge_endpoint, args.judge_model,
-                             keys["judge"]))  # fmt: skip
-    found = await asyncio.gather(*probes)
-    return [problem for problem in found if problem is not None]
+    timeout = min(PROBE_TIMEOUT_S, args.request_timeout)
+    checks = [
+        _check(endpoint, attempts, timeout, say) for endpoint in _endpoints(args, phases, keys)
+    ]
+    found = await asyncio.gather(*checks)
+    return [problem for problems in found for problem in problems]
 
 
-def preflight(
+async def preflight(
     args: argparse.Namespace,
     phases: tuple[str, ...],
     *,
     check_output: Callable[[Path], Path | None],
+    say: Say | None = None,
 ) -> None:
     """Raise :class:`PreflightError` with every problem found, before anything is sent.
 
     ``check_output`` makes ``--output`` (raising :class:`UsageError`, one problem of the list,
     when it cannot); ``args.created_output`` records the directory it made, for the caller to
-    remove on failure.
+    remove on failure. ``say`` hears each failed attempt of an endpoint's check that is tried
+    again.
     """
     problems: list[Problem] = []
     well_formed, keys = _flags(args, phases, problems)
@@ -263,9 +454,8 @@ def preflight(
     except UsageError as exc:
         problems.append(Problem(str(exc)))
     if well_formed:  # a malformed endpoint: the command is being fixed, nothing is asked
-        found = asyncio.run(_servers(args, phases, keys))
-        # Alone, a server that did not answer is the phase's to report (with its retries).
-        noted = bool(problems) or any(not problem.unreachable for problem in found)
-        problems += [problem for problem in found if noted or not problem.unreachable]
+        # Beside input problems, once each: the command is being fixed.
+        attempts = 1 if problems else 1 + min(CHECK_ATTEMPTS - 1, args.max_retries)
+        problems += await _servers(args, phases, keys, attempts=attempts, say=say)
     if problems:
         raise PreflightError(problems)

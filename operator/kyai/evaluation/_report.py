@@ -28,6 +28,7 @@ from kyai.api.evaluationrun import MAX_METRICS
 from kyai.api.serving import DISTRIBUTIONS, STATISTICS
 from kyai.evaluation._progress import ProgressUpdate
 from kyai.worker_status import (
+    PROGRESS_MESSAGE,
     Patcher,
     ReportError,
     WorkerStatusReporter,
@@ -60,10 +61,12 @@ def _progress(update: ProgressUpdate) -> Progress:
 
 
 def progress_status(update: ProgressUpdate) -> dict[str, Any]:
-    """The ``status.progress`` of an update."""
+    """The ``status.progress`` of an update (its ``message``: what is being retried, or null)."""
     progress = _progress(update).model_copy(update={"updated_at": now()})
     progress.model_fields_set.add("updated_at")
-    return progress.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    body = progress.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    body[PROGRESS_MESSAGE] = update.message
+    return body
 
 
 def _judge_result(judge: Mapping[str, Any]) -> JudgeResult:
@@ -220,7 +223,20 @@ class StatusReporter:
 
     def listener(self, update: ProgressUpdate) -> None:
         """A progress listener: keeps the latest update for the next send."""
-        self._reporter.progress(_progress(update), finished=update.done >= update.total)
+        self._reporter.progress(
+            _progress(update), message=update.message, finished=update.done >= update.total
+        )
+
+    def checking(self, message: str | None) -> None:
+        """The endpoint checks before the first request (phase ``preflight``).
+
+        ``message``: a retry note, the checks' failure (leading with its reason:
+        ``JudgeUnreachable: ...``), or None once they passed. The counts of an earlier phase
+        are removed (null).
+        """
+        self._reporter.progress(
+            Progress(phase="preflight", done=None, total=None, errors=None), message=message
+        )
 
     async def final(self, summary: Mapping[str, Any]) -> None:
         """Report the result; raise :class:`ReportError` when it cannot be written."""

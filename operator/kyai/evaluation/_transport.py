@@ -10,6 +10,7 @@ way, client → backends → this module.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
@@ -38,12 +39,45 @@ class Reply:
 
 
 class TransportFailure(Exception):
-    """No complete HTTP answer: ``kind`` is :data:`TIMEOUT` or :data:`CONNECTION_ERROR`."""
+    """No complete HTTP answer: ``kind`` is :data:`TIMEOUT` or :data:`CONNECTION_ERROR`.
 
-    def __init__(self, kind: str, detail: str) -> None:
+    ``detail`` is the library's own words; ``reason`` says the same in a few words
+    ("connection refused", "cannot resolve the host h"), or is None when nothing shorter is
+    known.
+    """
+
+    def __init__(self, kind: str, detail: str, reason: str | None = None) -> None:
         super().__init__(detail)
         self.kind = kind
         self.detail = detail
+        self.reason = reason
+
+
+def failure_reason(exc: BaseException, host: str | None = None) -> str | None:
+    """A transport failure in a few words, from the OS error it comes from (None: unknown).
+
+    Follows the exception's causes (and aiohttp's ``os_error``) down to the socket's error.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, socket.gaierror):
+            what = f"cannot resolve the host {host}" if host else "cannot resolve the host"
+            return f"{what} ({current.strerror})" if current.strerror else what
+        if isinstance(current, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(current, ConnectionResetError):
+            return "connection reset by the server"
+        if isinstance(current, ConnectionAbortedError | BrokenPipeError):
+            return "connection closed by the server"
+        os_error = getattr(current, "os_error", None)
+        current = (
+            os_error
+            if isinstance(os_error, BaseException)
+            else (current.__cause__ or current.__context__)
+        )
+    return None
 
 
 #: Called with each piece of a streamed body as it is read (the stream reader times its events).

@@ -3,10 +3,14 @@
 Exit status (:mod:`kyai._exitcodes`): 0 when the run completed (whatever the score), 1 for
 an unexpected failure, 2 for bad input (flags, URLs, paths, dataset files, run directories), 3
 when a server cannot be reached or cannot answer a single request (unknown model, 404, HTML,
-refused credentials), 130 when interrupted (what was stored is kept). No traceback reaches
-the user unless ``--debug`` is given. API keys are read from the environment variable a flag
-names (or, for the judge, from the file ``--judge-api-key-file`` names, read again when it
-changes), never from a flag's value, and are redacted from everything printed or stored.
+refused credentials), 130 when interrupted (what was stored is kept). Before anything is sent
+every endpoint the command uses is checked (:mod:`kyai.evaluation._preflight`); one that fails
+ends it with exit 3 and a message leading with its reason (``CandidateUnreachable``,
+``CandidateModelNotServed``, ``CandidateKeyRefused``, and the same for ``Judge``). No
+traceback reaches the user unless ``--debug`` is given. API keys are read from the environment
+variable a flag names (or, for the judge, from the file ``--judge-api-key-file`` names, read
+again when it changes), never from a flag's value, and are redacted from everything printed
+or stored.
 
 This module is the commands' parser only: their handlers import the phases
 (:mod:`kyai.evaluation._cli_run`) when they run, so that parsing ``kyai generate --help``
@@ -209,9 +213,22 @@ def _add_common_flags(parser: argparse.ArgumentParser) -> None:
         default=5,
         metavar="N",
         help="retries of a request after 429, 5xx, time-outs and connection "
-        "errors, with exponential backoff (default 5)",
+        "errors, with exponential backoff (default 5); each is said on a line (what failed, "
+        "the attempt, the next wait). The endpoint checks before the first request make at "
+        "most 4 attempts (1 + N when fewer), 1, 2 and 4 s apart",
     )
-    parser.add_argument("--quiet", action="store_true", help="only print the result line")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print the result line and errors only (no progress or retry lines)",
+    )
+    parser.add_argument(
+        "--check-only",
+        action="store_true",
+        help="check the input and every endpoint the command would use (each answers "
+        "/v1/models, accepts the key, lists the model), then exit: 0 when all pass, else 2 "
+        "or 3 as the command would; nothing is sent or stored",
+    )
     parser.add_argument(
         "--debug", action="store_true", help="show the traceback of an unexpected error"
     )
@@ -236,7 +253,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "generate",
         help="phase 1: ask the candidate every row and store the answers",
         description="Send every dataset row to the candidate and store each answer verbatim "
-        "in DIR/generations.jsonl; running it again resumes where it stopped.",
+        "in DIR/generations.jsonl; running it again resumes where it stopped. The candidate is "
+        "checked first (it answers /v1/models, accepts the key, lists --model; up to 4 "
+        "attempts, 1, 2 and 4 s apart): a failure exits 3 at once, its message leading with "
+        "CandidateUnreachable, CandidateKeyRefused or CandidateModelNotServed.",
     )
     _add_candidate_flags(generate)
     generate.add_argument(
@@ -251,7 +271,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "judge",
         help="phase 2: score stored answers with an LLM judge",
         description="Score the answers stored in a generation directory with an LLM judge "
-        "(never calling the candidate) and write DIR/summary.json.",
+        "(never calling the candidate) and write DIR/summary.json. The judge is checked before "
+        "the answers are read (it answers /v1/models, accepts the key, lists --judge-model): a "
+        "failure exits 3 at once, its message leading with JudgeUnreachable, JudgeKeyRefused "
+        "or JudgeModelNotServed.",
     )
     judge.add_argument(
         "--generations",
@@ -268,7 +291,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     run = subparsers.add_parser(
         "run",
         help="generate then judge, into one directory",
-        description="Both phases into one directory: generate, then judge.",
+        description="Both phases into one directory: generate, then judge. The candidate and "
+        "the judge are checked before anything is sent: a failure exits 3 at once, its "
+        "message leading with its reason (CandidateUnreachable, JudgeKeyRefused, ...), "
+        "without one generation request.",
     )
     _add_candidate_flags(run)
     _add_judge_flags(run)

@@ -200,3 +200,20 @@ def test_a_source_run_that_failed_stalls_at_once_and_only_while_it_holds() -> No
     assert waiting[1].reason == c.SOURCE_RUN_FAILED and waiting[1].message == "m"
     judging = c.kstatus_changes("EvaluationRun", "Judging", c.JUDGING, "", created=just_now)
     assert (judging[0].status, judging[1].status) == (True, False)
+
+
+def test_an_endpoint_check_failure_is_read_from_the_workers_words() -> None:
+    from kyai.controllers._conditions import endpoint_check_reason
+
+    said = (
+        "the judge Job r-judge failed: pod r-judge-x exited with code 3: kyai judge: error: "
+        "JudgeUnreachable: --judge-endpoint: Cannot reach http://j/v1/models (4 attempts in "
+        "7.0 s): connection refused (Job: BackoffLimitExceeded)"
+    )
+    assert endpoint_check_reason(said) == "JudgeUnreachable"
+    assert endpoint_check_reason(said.replace("JudgeUnreachable", "CandidateKeyRefused")) == (
+        "CandidateKeyRefused"
+    )
+    # Another error of the worker, or a reason it does not give, is no endpoint check.
+    assert endpoint_check_reason("kyai judge: error: --grader: no such file") is None
+    assert endpoint_check_reason("kyai judge: error: Traceback: boom") is None

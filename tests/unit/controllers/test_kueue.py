@@ -1,4 +1,9 @@
-"""Kueue: the queue labels carried to Jobs and engine pods, and what Kueue's Workload says."""
+"""Kueue: the queue labels carried to Jobs and engine pods, and what Kueue's Workload says.
+
+A queue name Kueue can never take (its ValidateQueueName: a lowercase RFC 1123 subdomain; a
+label value: at most 63 characters) stalls the run, Workload, sweep (and Snapshot, in
+test_snapshot_source) at once with nothing made, and is refused as the operator's default.
+"""
 
 from __future__ import annotations
 
@@ -10,23 +15,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from kyai.api import WorkloadSpec
 from kyai.api.evaluationsweep import EvaluationSweepSpec
 from kyai.builders import evaluation as build
 from kyai.builders import workload_deployment
-from kyai.builders.queue import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, queue_labels
+from kyai.builders.queue import (
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    queue_label_problem,
+    queue_labels,
+)
 from kyai.builders.snapshot import load_job_name, snapshot_load_job
 from kyai.controllers import _conditions as c
 from kyai.controllers import _kueue as kueue
 from kyai.controllers._pods import may_be_stuck
 from kyai.controllers.scheduling import resync_verdict
 from kyai.controllers.snapshot import reconcile_snapshot
-from kyai.settings import OperatorSettings
+from kyai.controllers.workload import reconcile_workload
+from kyai.settings import OperatorSettings, queue_name_problem
 from kyai.sweeps import cell_run, derived_workload
 from kyai.sweeps._cells import Cell, Variant
 
 sys.path.insert(0, str(Path(__file__).parent))
+import test_sweep_controller as sweeps_t
 from test_worker_pods import (
     NS,
     RUN_NAME,
@@ -468,3 +481,114 @@ async def test_a_snapshot_whose_load_job_waits_for_quota_says_so() -> None:
     }
     _, status = await look()
     assert status["phase"] == "Ready"
+
+
+# -- queue names Kueue can never take ------------------------------------------------------------
+
+#: Kueue's ValidateQueueName: validation.IsDNS1123Subdomain; a label value: at most 63.
+GOOD_QUEUES = ["team", "team-a", "team.a", "a", "0", "gpu-1.team-b", "q" * 63]
+BAD_QUEUES = {
+    "Team_Q": "upper-case letters, the character '_'",
+    "team_q": "the character '_'",
+    "TEAM": "upper-case letters",
+    "-team": "a part (between dots) that is empty or starts or ends with '-'",
+    "team-": "a part (between dots) that is empty or starts or ends with '-'",
+    "a..b": "a part (between dots) that is empty or starts or ends with '-'",
+    "a.-b": "a part (between dots) that is empty or starts or ends with '-'",
+    "tëam q": "the characters ' ' 'ë'",
+    "q" * 64: "64 characters",
+}
+
+
+def test_kueues_rule_for_a_queue_name_and_what_breaks_it() -> None:
+    for good in GOOD_QUEUES:
+        assert queue_name_problem(good) is None, good
+    for bad, broken in BAD_QUEUES.items():
+        problem = queue_name_problem(bad)
+        assert problem is not None, bad
+        assert problem.startswith("a queue name is a LocalQueue's name, which Kueue requires to "
+                                  "be a lowercase RFC 1123 subdomain"), problem  # fmt: skip
+        assert problem.endswith(f"; {bad!r} has {broken}"), problem
+
+
+def test_the_operators_default_queue_is_checked_at_start_up() -> None:
+    for good in [*GOOD_QUEUES, ""]:
+        assert OperatorSettings(default_queue_name=good).default_queue_name == good
+    with pytest.raises(ValidationError) as refused:
+        OperatorSettings.from_env({"KYAI_DEFAULT_QUEUE_NAME": "Team_Q"})
+    text = str(refused.value)
+    assert "KYAI_DEFAULT_QUEUE_NAME (the chart's defaultQueueName) is 'Team_Q'" in text
+    assert "lowercase RFC 1123 subdomain" in text and "upper-case letters" in text
+
+
+def test_a_queue_label_kueue_cannot_take_is_named_with_the_rule() -> None:
+    assert queue_label_problem(owner()) is None
+    assert queue_label_problem(owner(**{QUEUE_NAME_LABEL: ""})) is None  # empty: no queue
+    assert queue_label_problem(owner(**{QUEUE_NAME_LABEL: "team.a"})) is None
+    said = queue_label_problem(owner("Workload", **{QUEUE_NAME_LABEL: "Team_Q"}))
+    assert said == (
+        f"the label {QUEUE_NAME_LABEL} is 'Team_Q', which no Kueue LocalQueue can be named: "
+        f"{queue_name_problem('Team_Q')}; no engine is deployed for it until the label names a "
+        "LocalQueue (or is removed)"
+    )
+
+
+def test_no_workload_yet_blames_what_can_cause_it_not_the_namespace_alone() -> None:
+    held = kueue.queue_wait(None)
+    assert held is not None and held.reason == c.WAITING_FOR_QUOTA
+    assert "is Kueue managing this namespace" not in held.kueue
+    assert "WorkloadPriorityClass" in held.kueue and "integrations.frameworks" in held.kueue
+
+
+async def test_a_run_with_a_queue_kueue_cannot_take_is_stalled_and_makes_nothing() -> None:
+    run = run_object()
+    run["metadata"]["labels"] = {QUEUE_NAME_LABEL: "Team_Q"}
+    svc, _ = world()
+    kube = KueueKube(copy.deepcopy(WORKLOAD), copy.deepcopy(SNAPSHOT), run)
+    svc.kube = kube  # type: ignore[assignment]
+    status = await step(svc, kube)
+    assert status.phase == "Pending"
+    ready, stalled = condition(status, "Ready"), condition(status, "Stalled")
+    assert ready[:2] == ("False", c.INVALID_QUEUE_NAME)
+    assert stalled[:2] == ("True", c.INVALID_QUEUE_NAME)
+    assert ready[2].startswith(f"the label {QUEUE_NAME_LABEL} is 'Team_Q', which no Kueue")
+    assert ready[2].endswith("the run does not start until the label names a LocalQueue "
+                             "(or is removed)")  # fmt: skip
+    assert {kind for kind, _, _ in kube.objects} == {"Workload", "Snapshot", "EvaluationRun"}
+    # Relabelled: it starts (its Jobs carry the queue).
+    kube.objects[("EvaluationRun", NS, RUN_NAME)]["metadata"]["labels"] = {
+        QUEUE_NAME_LABEL: "team-q"
+    }
+    status = await step(svc, kube)
+    assert status.phase == "Generating" and condition(status, "Stalled")[0] == "False"
+    (job,) = [o for (kind, _, _), o in kube.objects.items() if kind == "Job"]
+    assert job["metadata"]["labels"][QUEUE_NAME_LABEL] == "team-q"
+    assert job["spec"]["suspend"] is True  # for Kueue to start
+
+
+async def test_a_workload_with_a_queue_kueue_cannot_take_deploys_nothing() -> None:
+    served = obj("Workload", "engine", {"framework": "vllm", "model": "org/m"}, {})
+    served["metadata"]["labels"] = {QUEUE_NAME_LABEL: "GPU_Queue"}
+    svc, kube = world(served)
+    await reconcile_workload(svc, NS, "engine")
+    found = kube.objects[("Workload", NS, "engine")]["status"]
+    said = {cond["type"]: (cond["status"], cond["reason"]) for cond in found["conditions"]}
+    assert found["phase"] == "Pending"
+    assert said["Ready"] == ("False", c.INVALID_QUEUE_NAME)
+    assert said["Stalled"] == ("True", c.INVALID_QUEUE_NAME)
+    assert "'GPU_Queue'" in found["message"] and "no engine is deployed" in found["message"]
+    assert not [key for key in kube.objects if key[0] in ("Deployment", "Service")]
+
+
+async def test_a_sweep_with_a_queue_kueue_cannot_take_makes_no_run_or_workload() -> None:
+    kube = sweeps_t.MemoryKube()
+    for item in (sweeps_t.served("qwen"), sweeps_t.engine_args("a"), sweeps_t.snapshot("s1")):
+        kube.put(item)
+    sweep = sweeps_t.sweep_object(workloads=[{"name": "qwen"}], engineArgsSets=[{"name": "a"}])
+    sweep["metadata"]["labels"] = {QUEUE_NAME_LABEL: "Team_Q"}
+    kube.put(sweep)
+    outcome = await sweeps_t.reconcile(kube)
+    assert outcome.created_runs == [] and outcome.created_workloads == []
+    assert sweeps_t.condition(kube, c.READY) == ("False", c.INVALID_QUEUE_NAME)
+    assert sweeps_t.condition(kube, c.STALLED) == ("True", c.INVALID_QUEUE_NAME)
+    assert "no run or Workload is made for it" in (sweeps_t.status(kube).message or "")

@@ -134,3 +134,38 @@ async def test_from_one_node_to_two_and_back_the_other_kind_goes() -> None:
     selector = kube.objects[("Service", NS, "big-engine")]["spec"]["selector"]
     assert "leaderworkerset.sigs.k8s.io/worker-index" not in selector
     assert status.ready_groups is None
+
+
+async def test_a_crashing_pod_of_a_group_is_on_the_workload() -> None:
+    svc, kube = world()
+    setup(kube, {"tensor-parallel-size": 1, "pipeline-parallel-size": 2})
+    await reconcile(svc, kube)
+    # The group's worker (not its leader) exits and restarts: the Workload says so.
+    labels = kube.objects[("LeaderWorkerSet", NS, "big-lws")]["spec"]["leaderWorkerTemplate"][
+        "workerTemplate"
+    ]["metadata"]["labels"]
+    terminated = {"exitCode": 1, "reason": "Error", "message": "ray: cannot reach the head"}
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "big-lws-0-1", "namespace": NS, "labels": dict(labels)},
+            "status": {
+                "phase": "Running",
+                "containerStatuses": [
+                    {
+                        "name": "engine",
+                        "ready": False,
+                        "restartCount": 1,
+                        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                        "lastState": {"terminated": terminated},
+                    },
+                ],
+            },
+        }
+    )
+    status = await reconcile(svc, kube)
+    assert status.phase == "Deploying"
+    assert condition(status, "Ready") == ("False", "EngineCrashing")
+    assert status.message is not None and "pod big-lws-0-1 exited with code 1" in status.message
+    assert "ray: cannot reach the head" in status.message

@@ -16,6 +16,7 @@ import jsonpatch
 from kyai.api import EvaluationRunStatus
 from kyai.builders import evaluation as build
 from kyai.controllers import _conditions as c
+from kyai.controllers._kube import KubeError
 from kyai.controllers._pods import failure_message, first_trouble, pod_trouble
 from kyai.controllers._services import Services
 from kyai.controllers.evaluationrun import RunEngine
@@ -45,6 +46,13 @@ class MemoryKube:
         assert (method, path.rsplit("/", 1)[-1]) == ("POST", "events"), (method, path)
         self.events.append(copy.deepcopy(body))
         return body
+
+    async def pod_log(
+        self, namespace: str, pod: str, container: str, *, tail_lines: int,
+        previous: bool = False, limit_bytes: int = 0,
+    ) -> str:  # fmt: skip
+        """No container here has a log (the log API's 400 for a container that never ran)."""
+        raise KubeError(f'container "{container}" in pod "{pod}" is waiting to start', status=400)
 
     def put(self, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]

@@ -51,6 +51,49 @@ async def test_progress_failures_do_not_stop_the_run(caplog: pytest.LogCaptureFi
     assert "API server down" in caplog.text
 
 
+async def sent_soon(sent: list[dict[str, Any]], count: int) -> None:
+    for _ in range(100):
+        if len(sent) >= count:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_a_retry_is_reported_at_once_and_its_end_too() -> None:
+    sent: list[dict[str, Any]] = []
+    retrying = "candidate unreachable: connection refused; attempt 1 of 6, next in 1 s"
+    async with StatusReporter(sent.append, interval_s=3600) as reporter:
+        reporter.listener(update(2))
+        await asyncio.sleep(0.05)
+        assert sent == []  # counts alone wait for the interval
+        reporter.listener(ProgressUpdate("generate", 2, 10, 0, 1.0, retrying))
+        await sent_soon(sent, 1)
+        assert sent[-1]["status"]["progress"]["message"] == retrying  # at once
+        reporter.listener(
+            ProgressUpdate("generate", 2, 10, 0, 1.0, retrying.replace("1 of", "2 of"))
+        )
+        await asyncio.sleep(0.05)
+        assert len(sent) == 1  # a changed message waits for the interval
+        reporter.listener(update(3))
+        await sent_soon(sent, 2)
+        # Retrying is over: said at once (null removes the message from the status).
+        assert sent[-1]["status"]["progress"]["message"] is None
+        assert sent[-1]["status"]["progress"]["done"] == 3
+
+
+async def test_the_checks_are_reported_in_phase_preflight() -> None:
+    sent: list[dict[str, Any]] = []
+    failure = "JudgeUnreachable: --judge-endpoint: Cannot reach http://j/v1/models (...)"
+    async with StatusReporter(sent.append, interval_s=3600) as reporter:
+        reporter.checking("judge unreachable: connection refused; attempt 1 of 4, next in 1 s")
+        await sent_soon(sent, 1)
+        reporter.checking(failure)
+    progress = sent[-1]["status"]["progress"]
+    # The counts of an earlier phase are removed; the message leads with the reason.
+    assert progress["phase"] == "preflight" and progress["message"] == failure
+    assert progress["done"] is None and progress["total"] is None and progress["errors"] is None
+    assert len(sent) == 2
+
+
 SUMMARY = {
     "avg_score": 0.5,
     "avg_latency_ms": 12.5,
@@ -142,3 +185,24 @@ async def test_final_result_must_get_through(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(ReportError, match="forbidden"):
         await reporter.final(SUMMARY)
     assert calls == 5
+
+
+async def test_leaving_right_after_a_wake_sends_it_and_ends() -> None:
+    """A failure reported as the worker leaves (the wake and the cancellation together) is
+    sent once, and leaving ends: the sender must not outlive its cancellation."""
+    sent: list[dict[str, Any]] = []
+
+    async def leave_at_once() -> None:
+        async with StatusReporter(sent.append, interval_s=0.2) as reporter:
+            await asyncio.sleep(0)  # the sender waits for its wake
+            reporter.checking("JudgeUnreachable: --judge-endpoint: Cannot reach ...")
+
+    leaving = asyncio.create_task(leave_at_once())
+    done, _ = await asyncio.wait({leaving}, timeout=3)
+    if not done:  # still there: stop it, then fail
+        leaving.cancel()
+        await asyncio.wait({leaving}, timeout=3)
+    assert done, "the reporter did not end when left"
+    assert [patch["status"]["progress"]["message"] for patch in sent] == [
+        "JudgeUnreachable: --judge-endpoint: Cannot reach ..."
+    ]

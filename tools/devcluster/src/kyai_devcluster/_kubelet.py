@@ -109,6 +109,8 @@ PASSED_ENVIRONMENT: tuple[str, ...] = ("LANG", "LC_ALL", "TZ", "SYSTEMROOT")
 #: Where Kubernetes projects the service-account token.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 POD_IP_VARIABLE = "KYAI_DEVCLUSTER_POD_IP"
+#: The log of a container's instance before its last restart (``GET .../log?previous=true``).
+PREVIOUS_LOG_SUFFIX = ".previous.log"
 #: The image an engine container names, given to the engine stand-in that runs for it.
 ENGINE_IMAGE_VARIABLE = "KYAI_DEVCLUSTER_IMAGE"
 #: What the NVIDIA device plugin (envvar strategy) gives a container: its GPUs' UUIDs.
@@ -281,9 +283,15 @@ class Kubelet:
         """The directory of one pod (its emptyDir volumes, home and logs)."""
         return self.workdir / "pods" / namespace / name
 
-    def log_file(self, namespace: str, pod: str, container: str) -> Path | None:
-        """The log file of one container."""
-        path = self.pod_dir(namespace, pod) / "logs" / f"{container}.log"
+    def log_file(
+        self, namespace: str, pod: str, container: str, *, previous: bool = False
+    ) -> Path | None:
+        """The log file of one container.
+
+        ``previous``: of its instance before the last restart, as the kubelet keeps it.
+        """
+        suffix = PREVIOUS_LOG_SUFFIX if previous else ".log"
+        path = self.pod_dir(namespace, pod) / "logs" / f"{container}{suffix}"
         return path if path.exists() else None
 
     def is_running(self, namespace: str, pod: str, container: str) -> bool:
@@ -1122,6 +1130,9 @@ class Kubelet:
         args = [str(part) for part in container.get("args") or []]
         log_dir = self.pod_dir(run.namespace, run.name) / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
+        current_log = log_dir / f"{name}.log"
+        if current_log.exists():  # a restart: the instance before is `previous` (kubectl -p)
+            current_log.replace(log_dir / f"{name}{PREVIOUS_LOG_SUFFIX}")
         termination = self.pod_dir(run.namespace, run.name) / "termination" / name
         termination.parent.mkdir(parents=True, exist_ok=True)
         termination.write_bytes(b"")

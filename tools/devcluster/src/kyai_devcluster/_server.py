@@ -54,8 +54,13 @@ _USER = web.RequestKey("kyai_user", _rbac.UserInfo)
 class LogSource(Protocol):
     """Where pod logs come from (the simulated kubelet)."""
 
-    def log_file(self, namespace: str, pod: str, container: str) -> Path | None:
-        """The file holding a container's output, if it ever ran."""
+    def log_file(
+        self, namespace: str, pod: str, container: str, *, previous: bool = False
+    ) -> Path | None:
+        """The file holding a container's output, if there is one.
+
+        ``previous``: its instance before the last restart.
+        """
         ...
 
     def is_running(self, namespace: str, pod: str, container: str) -> bool:
@@ -946,7 +951,14 @@ class ApiServer:
         follow = _truthy(request.query.get("follow"))
         tail = request.query.get("tailLines")
         limit = request.query.get("limitBytes")
-        path = self.logs.log_file(namespace, name, container) if self.logs else None
+        previous = _truthy(request.query.get("previous"))
+        path = (
+            self.logs.log_file(namespace, name, container, previous=previous) if self.logs else None
+        )
+        if previous and path is None:  # the kubelet's words for a container not restarted
+            raise bad_request(
+                f'previous terminated container "{container}" in pod "{name}" not found'
+            )
         data = path.read_bytes() if path is not None and path.exists() else b""
         if tail is not None and tail.lstrip("-").isdigit():
             lines = data.splitlines(keepends=True)
