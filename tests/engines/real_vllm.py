@@ -89,16 +89,24 @@ class TinyModel:
     build_seconds: float
 
 
-def build_tiny_model(out: Path) -> TinyModel:
-    """Make the tiny random-weight Llama in ``out`` with the engines venv's Python."""
-    started = time.monotonic()
-    completed = subprocess.run(
-        [str(engines_python()), str(HERE / "tiny_model.py"), str(out)],
+def in_engines_venv(
+    script: str, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run one of this folder's scripts with the engines venv's Python (vLLM's environment)."""
+    return subprocess.run(
+        [str(engines_python()), str(HERE / script), *args],
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=300,
         env={**os.environ, **ENGINE_ENV},
     )
+
+
+def build_tiny_model(out: Path) -> TinyModel:
+    """Make the tiny random-weight Llama in ``out`` with the engines venv's Python."""
+    started = time.monotonic()
+    completed = in_engines_venv("tiny_model.py", str(out))
     if completed.returncode != 0:
         raise AssertionError(f"tiny_model.py failed:\n{completed.stdout}\n{completed.stderr}")
     facts = json.loads((out / "kyai-tiny.json").read_text())
@@ -107,14 +115,7 @@ def build_tiny_model(out: Path) -> TinyModel:
 
 def parse_serve_args(argvs: Sequence[Sequence[str]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(parser facts, results)``: each command line through the real ``vllm serve`` parser."""
-    completed = subprocess.run(
-        [str(engines_python()), str(HERE / "serve_parser.py")],
-        input=json.dumps([list(argv) for argv in argvs]),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **ENGINE_ENV},
-    )
+    completed = in_engines_venv("serve_parser.py", stdin=json.dumps([list(argv) for argv in argvs]))
     if completed.returncode != 0:
         raise AssertionError(f"serve_parser.py failed:\n{completed.stderr[-4000:]}")
     lines = [json.loads(line) for line in completed.stdout.splitlines() if line.strip()]

@@ -9,7 +9,6 @@ token plugins) and speaks the REST API with aiohttp (kopf's own HTTP client), as
 
 from __future__ import annotations
 
-import contextlib
 import json
 import ssl
 import time
@@ -157,6 +156,24 @@ class KubeClient:
         params: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """One call; raise :class:`KubeError` for anything but 2xx."""
+        content = await self._send(
+            method, path, body=body, content_type=content_type, params=params
+        )
+        if not content:
+            return {}
+        result: dict[str, Any] = _json.loads(content)
+        return result
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+    ) -> bytes:
+        """One call's body; raise :class:`KubeError` (with the Status' words) unless 2xx."""
         headers = {"Content-Type": content_type} if body is not None else {}
         token = self._bearer()
         if token is not None:
@@ -181,10 +198,7 @@ class KubeClient:
             except (json.JSONDecodeError, AttributeError):
                 message, reason = text, ""
             raise KubeError(f"{method} {path}: HTTP {code}: {message}", status=code, reason=reason)
-        if not content:
-            return {}
-        result: dict[str, Any] = _json.loads(content)
-        return result
+        return content
 
     async def pod_log(
         self,
@@ -208,21 +222,7 @@ class KubeClient:
             **({"previous": "true"} if previous else {}),
         }
         path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
-        token = self._bearer()
-        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-        try:
-            async with self._client().get(
-                self._base + path, headers=headers, params=params
-            ) as response:
-                code, content = response.status, await response.read()
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise KubeError(f"GET {path}: {type(exc).__name__}: {exc}") from exc
-        if code >= 300:
-            text = content.decode(errors="replace")
-            with contextlib.suppress(json.JSONDecodeError, AttributeError):
-                text = json.loads(content).get("message") or text
-            raise KubeError(f"GET {path}: HTTP {code}: {text}", status=code)
-        return content.decode(errors="replace")
+        return (await self._send("GET", path, params=params)).decode(errors="replace")
 
     def _bearer(self) -> str | None:
         """The service account's token, read again once a minute, not on every request.

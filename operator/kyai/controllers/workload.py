@@ -123,33 +123,26 @@ def _engine_args_problem(body: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def _workload_image(svc: Services, workload: Mapping[str, Any], framework: str) -> str:
-    """The engine image a Workload (as read) runs: its spec.image, else the default."""
-    image = (workload.get("spec") or {}).get("image")
-    return str(image) if image else svc.settings.engine_image(framework)
+async def engine_args_images(svc: Services, namespace: str, name: str, framework: str) -> set[str]:
+    """The images an EngineArgsSet's flags are checked against.
 
-
-async def engine_args_images(
-    svc: Services, namespace: str, name: str, framework: str
-) -> dict[str, list[str]]:
-    """The images an EngineArgsSet's flags are checked against, with their Workloads.
-
-    Those of the Workloads naming it (of its framework), else the operator's default image
-    for the framework (when no Workload names it).
+    Those of the Workloads naming it (served ones of its framework), else the operator's
+    default image for the framework (when no Workload names it).
     """
-    images: dict[str, list[str]] = {}
+    images: set[str] = set()
     for workload in await svc.kube.list("Workload", namespace):
-        spec = workload.get("spec") or {}
-        if engine_args_of(workload) != name or spec.get("endpoint"):
+        if engine_args_of(workload) != name:
             continue
-        if spec.get("framework") not in (None, framework):
-            continue
-        image = _workload_image(svc, workload, framework)
-        images.setdefault(image, []).append(str(workload["metadata"]["name"]))
-    return images or {svc.settings.engine_image(framework): []}
+        try:
+            spec = WorkloadSpec.model_validate(workload.get("spec") or {})
+        except ValidationError:
+            continue  # the Workload says why itself
+        if spec.endpoint is None and spec.framework == framework:
+            images.add(engine_image(spec, svc.settings))
+    return images or {svc.settings.engine_image(framework)}
 
 
-def _flag_findings(spec: EngineArgsSetSpec, images: Mapping[str, list[str]]) -> FlagPlan:
+def _flag_findings(spec: EngineArgsSetSpec, images: set[str]) -> FlagPlan:
     """The findings of every image's table, each once, in image order."""
     merged = FlagPlan()
     for image in sorted(images):
@@ -163,7 +156,7 @@ def _flag_findings(spec: EngineArgsSetSpec, images: Mapping[str, list[str]]) -> 
     return merged
 
 
-def _checked_against(spec: EngineArgsSetSpec, images: Mapping[str, list[str]]) -> str:
+def _checked_against(spec: EngineArgsSetSpec, images: set[str]) -> str:
     tables = sorted({engine_for(spec.framework).table(image).describe() for image in images})
     return ", ".join(tables)
 

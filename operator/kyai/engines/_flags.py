@@ -278,8 +278,6 @@ def _render_scalar(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), sort_keys=True)
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(value)
     return str(value)
 
 

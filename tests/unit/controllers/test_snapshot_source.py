@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -125,20 +124,6 @@ def serve(monkeypatch: pytest.MonkeyPatch, status: int, body: str, kind: str) ->
 
     client = functools.partial(httpx.AsyncClient, transport=httpx.MockTransport(answer))
     monkeypatch.setattr(httpx, "AsyncClient", client)
-
-
-@pytest.fixture
-def no_such_host(monkeypatch: pytest.MonkeyPatch) -> str:
-    """``no-such-host.invalid`` has no address (the resolver's own error); others resolve."""
-    real = socket.getaddrinfo
-
-    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-        if host == "no-such-host.invalid":
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return real(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return "no-such-host.invalid"
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ them; ``httpx``'s (and the Hub client's ``httpx2``) connection errors carrying t
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import httpx
@@ -57,20 +56,6 @@ def as_download_raises(cause: Exception) -> Exception:
             ) from exc
     except LocalEntryNotFoundError as wrapped:
         return wrapped
-
-
-@pytest.fixture
-def no_such_host(monkeypatch: pytest.MonkeyPatch) -> str:
-    """``no-such-host.invalid`` has no address (the resolver's own error); others resolve."""
-    real = socket.getaddrinfo
-
-    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-        if host == "no-such-host.invalid":
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return real(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return "no-such-host.invalid"
 
 
 @pytest.mark.parametrize(
