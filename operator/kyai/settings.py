@@ -107,6 +107,12 @@ class OperatorSettings(BaseModel):
     projected ServiceAccount token, and the platform's key never leaves the operator's
     namespace. Not set: the default judge is called directly, with a key Secret of the run's
     own namespace only (see ``default_judge_secret_namespace``)."""
+    default_judge_gateway_check: str | None = None
+    """The judge gateway's check route on its admin port, where the operator checks the
+    default judge before a run generates anything
+    (``http://<release>-judge-gateway.<namespace>.svc:<metricsPort>/upstream/v1``; the chart
+    sets it with ``default_judge_gateway``). Not set: the default judge behind the gateway is
+    checked only by the judge pod, after the generation."""
     default_judge_gateway_audience: str = Field(default=JUDGE_GATEWAY_AUDIENCE, min_length=1)
     """The audience of the projected token a judge pod shows the gateway (the gateway's own
     ``audience`` setting; the chart's ``gateway.audience``)."""
@@ -224,7 +230,7 @@ class OperatorSettings(BaseModel):
     def _address(cls, value: str) -> str:
         return ip_address(value)
 
-    @field_validator("default_judge_gateway")
+    @field_validator("default_judge_gateway", "default_judge_gateway_check")
     @classmethod
     def _gateway(cls, value: str | None) -> str | None:
         if value is None or not value.strip():

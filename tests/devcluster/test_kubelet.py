@@ -100,6 +100,146 @@ async def test_failing_job_retries_up_to_backoff_limit(api: Api) -> None:
         assert logs == "attempt\n"
 
 
+def failure_policy(*rules: dict[str, Any]) -> dict[str, Any]:
+    return {"rules": list(rules)}
+
+
+def on_exit_codes(action: str, *values: int, operator: str = "In") -> dict[str, Any]:
+    """A rule on the ``main`` container's exit codes (the helper's one container)."""
+    return {
+        "action": action,
+        "onExitCodes": {"containerName": "main", "operator": operator, "values": list(values)},
+    }
+
+
+async def test_a_fail_job_rule_fails_the_job_at_its_first_pod(api: Api) -> None:
+    body = job("usage", backoff=2, command=["sh", "-c", "echo bad input; exit 3"])
+    body["spec"]["podFailurePolicy"] = failure_policy(on_exit_codes("FailJob", 2, 3))
+    await api.ok("POST", JOBS, body)
+    done = await finished(api, "usage")
+    (pod,) = await pods_of(api, "usage")  # not retried, whatever the backoff limit
+    said = (
+        f"Container main for pod default/{pod['metadata']['name']} failed with exit code 3 "
+        "matching FailJob rule at index 0"
+    )
+    for kind in ("FailureTarget", "Failed"):
+        failed = condition(done, kind)
+        assert failed is not None and (failed["reason"], failed["message"]) == (
+            "PodFailurePolicy", said
+        ), done["status"]  # fmt: skip
+    assert done["status"]["failed"] == 1 and "succeeded" not in done["status"]
+    assert pod["status"]["phase"] == "Failed"
+    events = await api.ok(
+        "GET", f"{NS}/events",
+        params={"fieldSelector": f"involvedObject.uid={done['metadata']['uid']}"},
+    )  # fmt: skip
+    assert ("PodFailurePolicy", said) in {(e["reason"], e["message"]) for e in events["items"]}
+
+
+async def test_exit_codes_no_rule_names_are_retried_up_to_the_backoff_limit(api: Api) -> None:
+    body = job("crash", backoff=2, command=["sh", "-c", "exit 1"])
+    body["spec"]["podFailurePolicy"] = failure_policy(on_exit_codes("FailJob", 2, 3))
+    await api.ok("POST", JOBS, body)
+    done = await finished(api, "crash")
+    failed = condition(done, "Failed")
+    assert failed is not None and failed["reason"] == "BackoffLimitExceeded", done["status"]
+    assert done["status"]["failed"] == 3
+    assert len(await pods_of(api, "crash")) == 3
+
+
+async def test_an_ignore_rule_does_not_count_the_failure(api: Api, tmp_path: Path) -> None:
+    # The first pod exits 3 (ignored: no retry is left with backoffLimit 0), the second 0.
+    marker = tmp_path / "tried"
+    script = f"if [ -e {marker} ]; then exit 0; fi; touch {marker}; exit 3"
+    body = job("flaky", backoff=0, command=["sh", "-c", script])
+    body["spec"]["podFailurePolicy"] = failure_policy(
+        on_exit_codes("Count", 1), on_exit_codes("Ignore", 3)
+    )
+    await api.ok("POST", JOBS, body)
+    done = await finished(api, "flaky")
+    assert condition(done, "Complete") is not None, done["status"]
+    assert done["status"]["succeeded"] == 1 and "failed" not in done["status"]
+    phases = sorted(pod["status"]["phase"] for pod in await pods_of(api, "flaky"))
+    assert phases == ["Failed", "Succeeded"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        (
+            {"restartPolicy": "OnFailure"},
+            "spec.template.spec.restartPolicy",
+            'Invalid value: "OnFailure": only "Never" is supported when podFailurePolicy is '
+            "specified",
+        ),
+        (
+            {"values": [0, 3]},
+            "spec.podFailurePolicy.rules[0].onExitCodes.values[0]",
+            "Invalid value: 0: must not be 0 for the In operator",
+        ),
+        (
+            {"values": [3, 2]},
+            "spec.podFailurePolicy.rules[0].onExitCodes.values",
+            "Invalid value: []int32{3, 2}: must be ordered",
+        ),
+        (
+            {"values": [3, 3]},
+            "spec.podFailurePolicy.rules[0].onExitCodes.values[1]",
+            "Duplicate value: 3",
+        ),
+        (
+            {"action": "Retry"},
+            "spec.podFailurePolicy.rules[0].action",
+            'Unsupported value: "Retry": supported values: "Count", "FailIndex", "FailJob", '
+            '"Ignore"',
+        ),
+        (
+            {"action": "FailIndex"},
+            "spec.podFailurePolicy.rules[0].action",
+            'Invalid value: "FailIndex": requires the backoffLimitPerIndex to be set',
+        ),
+        (
+            {"containerName": "other"},
+            "spec.podFailurePolicy.rules[0].onExitCodes.containerName",
+            'Invalid value: "other": must be one of the container or initContainer names in '
+            "the pod template",
+        ),
+        (
+            {"onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            "spec.podFailurePolicy.rules[0]",
+            "Invalid value: specifying both OnExitCodes and OnPodConditions is not supported",
+        ),
+        (
+            {"onExitCodes": None},
+            "spec.podFailurePolicy.rules[0]",
+            "Invalid value: specifying one of OnExitCodes and OnPodConditions is required",
+        ),
+    ],
+    ids=["restart-on-failure", "in-0", "unordered", "duplicate", "action", "fail-index",
+         "container", "both", "neither"],
+)  # fmt: skip
+async def test_a_pod_failure_policy_is_validated_as_kubernetes_does(
+    api: Api, change: dict[str, Any], field: str, message: str
+) -> None:
+    body = job("invalid", command=["true"])
+    rule = on_exit_codes("FailJob", 2, 3)
+    body["spec"]["podFailurePolicy"] = failure_policy(rule)
+    for key, value in change.items():
+        if key == "restartPolicy":
+            body["spec"]["template"]["spec"][key] = value
+        elif key in ("action", "onPodConditions", "onExitCodes"):
+            rule[key] = value
+            if value is None:
+                del rule[key]
+        else:
+            rule["onExitCodes"][key] = value
+    status, refused = await api.post(JOBS, body)
+    assert status == 422, refused
+    causes = [(c["field"], c["message"]) for c in refused["details"]["causes"]]
+    assert causes == [(field, message)], causes
+    assert refused["message"] == f'Job.batch "invalid" is invalid: {field}: {message}'
+
+
 async def test_other_images_fail_with_a_clear_reason(api: Api) -> None:
     await api.ok(
         "POST", JOBS, job("foreign", backoff=4, image="busybox:1.36", command=["echo", "hi"])

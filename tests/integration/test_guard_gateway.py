@@ -9,31 +9,18 @@ and the fixtures of test_gateway.py.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
-import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
 
+from kyai_testing.siblings import sibling
 
-def _sibling(name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_gateway_tests = _sibling("test_gateway")
+_gateway_tests = sibling(__file__, "test_gateway")
 # The fixtures of test_gateway.py, by name (pytest finds fixtures among a module's names).
 cluster = _gateway_tests.cluster
 judge = _gateway_tests.judge

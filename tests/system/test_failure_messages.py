@@ -1,9 +1,9 @@
-"""Failures say why, end to end: the worker's own last error reaches the run and an Event.
+"""Failures say why, end to end: a judge's trouble reaches the run and an Event at once.
 
-The judge worker (``kyai judge`` in the devcluster's kubelet) writes its final error to its
-container's termination message file (``terminationMessagePolicy: FallbackToLogsOnError``);
-the kubelet puts it in the pod's ``state.terminated.message``; the operator quotes it in the
-Failed condition's message and in a Warning Event. The judge's key is in none of them.
+The operator checks a run's judge before it makes the generation Job (as ``kyai run`` does:
+reachable, the model served, the key taken); a judge that fails ends the run with the check's
+reason and its words, in the Failed condition's message and a Warning Event, before the
+candidate is asked anything. The judge's key is in none of them, nor in the operator's log.
 """
 
 from __future__ import annotations
@@ -58,30 +58,47 @@ def failed_run(
         time.sleep(0.3)
 
 
-def from_the_worker(done: dict[str, Any], message: str) -> None:
-    """The message quotes the judge pod's termination message (not only the Job's reason)."""
-    assert f"{done['status']['judgeJob']}" in message
-    assert "exited with code" in message, message
-    assert "kyai judge: error:" in message, message
+def before_generation(
+    kubectl: Kubectl,
+    done: dict[str, Any],
+    message: str,
+    namespace: str,
+    asked: int,
+    double: LLMDouble,
+) -> None:
+    """The operator found the judge's trouble before the generation Job was made.
+
+    No Job of the run exists, and the candidate (``double``) got no chat request since
+    ``asked``.
+    """
+    assert message.endswith(
+        "(checked before the generation Job was made: the candidate was asked nothing)"
+    ), message
+    assert kubectl.items("jobs", namespace) == []
+    assert len(double.requests) == asked, double.requests[asked:]
 
 
-def test_a_judge_refusing_the_key_fails_the_run_saying_so(
+def test_a_judge_refusing_the_key_fails_the_run_before_generating(
     kubectl: Kubectl,
     operator: Operator,
     double: LLMDouble,
     keyed: LLMDouble,
     namespace: str,
 ) -> None:
+    asked = len(double.requests)
+    started = time.monotonic()
     kubectl.apply(
         secret("judge-key", namespace, token=CANARY_KEY),
         snapshot("capitals", namespace), workload("cand", namespace, double),
         run("refused", namespace, double, judge=keyed_judge(keyed.base_url),
             jobs={"backoffLimit": 0}),
     )  # fmt: skip
-    # The judge worker checked its judge first: the key refused, before any answer is judged.
+    # The operator checked the run's judge first: the key refused, nothing generated.
     done, message, events = failed_run(kubectl, operator, "refused", namespace, "JudgeKeyRefused")
-    from_the_worker(done, message)
+    print(f"judge refusing the key -> run Failed in {time.monotonic() - started:.1f} s")
+    before_generation(kubectl, done, message, namespace, asked, double)
     assert "refused the credentials (HTTP 401)" in message, message
+    assert "(the judge's key: the Secret judge-key, key" in message, message
     assert done["status"]["message"] == message
     assert events, kubectl.items("events", namespace)
     assert any("refused the credentials (HTTP 401)" in e["message"] for e in events), events
@@ -90,11 +107,13 @@ def test_a_judge_refusing_the_key_fails_the_run_saying_so(
     assert CANARY_KEY not in operator.logs()
 
 
-def test_an_unreachable_judge_fails_the_run_saying_so(
+def test_an_unreachable_judge_fails_the_run_before_generating(
     kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
 ) -> None:
     closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     judge = {"type": "llm", "llm": {"endpoint": closed, "model": "judge"}}
+    asked = len(double.requests)
+    started = time.monotonic()
     kubectl.apply(
         snapshot("capitals", namespace), workload("cand", namespace, double),
         run("unreachable", namespace, double, judge=judge, jobs={"backoffLimit": 0},
@@ -103,6 +122,11 @@ def test_an_unreachable_judge_fails_the_run_saying_so(
     done, message, events = failed_run(
         kubectl, operator, "unreachable", namespace, "JudgeUnreachable"
     )
-    from_the_worker(done, message)
-    assert f"Cannot reach {closed}/models" in message, message
+    took = time.monotonic() - started
+    print(f"unreachable judge -> run Failed in {took:.1f} s")
+    before_generation(kubectl, done, message, namespace, asked, double)
+    assert message.startswith(
+        f"spec.judge.llm.endpoint: Cannot reach {closed}/models (4 attempts"
+    ), message
     assert any(f"Cannot reach {closed}/models" in e["message"] for e in events), events
+    assert took < 90, took  # the issue's bound; about 8 s here (4 attempts, 7 s of waits)

@@ -120,15 +120,18 @@ def test_thresholds_pass_at_their_exact_boundary(
 def test_a_failed_judge_job_fails_the_run(
     kubectl: Kubectl, operator: Operator, server: LLMDouble, namespace: str
 ) -> None:
-    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there: `kyai judge` exits 3
+    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    asked = len(server.requests)
     kubectl.apply(*objects(namespace, server.base_url), run("no-judge", namespace, closed))
     done = kubectl.wait_for("evaluationrun", "no-judge", namespace, finished, timeout=90)
     status = done["status"]
     assert status["phase"] == "Failed", (status, operator.logs())
     ready = condition(done, "Ready")
-    # `kyai judge` checked its judge first: the run fails with the check's own reason.
+    # The operator checked the judge before the generation: the check's own reason, and the
+    # candidate was asked nothing.
     assert ready["status"] == "False" and ready["reason"] == "JudgeUnreachable", ready
-    assert "no-judge-judge" in status["message"], status["message"]
+    assert f"Cannot reach {closed}/models" in status["message"], status["message"]
+    assert len(server.requests) == asked
     assert "avgScore" not in status
 
 

@@ -184,9 +184,9 @@ def test_a_judge_secret_deleted_mid_run_fails_the_run_after_the_deadline(
 
 
 @pytest.fixture
-def refusing_judge() -> Iterator[LLMDouble]:
-    """A judge that accepts another key than the run's: its first pod fails (401)."""
-    double = LLMDouble(models=[ModelSpec("judge")], api_key="sk-another-key")
+def slow_judge() -> Iterator[LLMDouble]:
+    """A judge that takes the run's key and answers slowly: its pod stays running a while."""
+    double = LLMDouble(models=[ModelSpec("judge")], api_key="sk-inuse-canary", latency_s=60)
     with double.start_in_thread() as running:
         yield running
 
@@ -195,19 +195,24 @@ def test_a_judge_pod_that_loses_its_secret_is_reported_then_fails_the_run(
     kubectl: Kubectl,
     inuse_operator: Operator,
     double: LLMDouble,
-    refusing_judge: LLMDouble,
+    slow_judge: LLMDouble,
     namespace: str,
 ) -> None:
-    # The judge Job exists; its Secret is deleted; its next pod cannot start
-    # (CreateContainerConfigError): the run says so, then fails at the start deadline.
+    # The judge Job runs; its Secret is deleted and its pod is gone (a node drained); the
+    # next pod cannot start (CreateContainerConfigError): the run says so, then fails at the
+    # start deadline.
     kubectl.apply(
         secret("judge-key", namespace, token="sk-inuse-canary"),
         snapshot("capitals", namespace), workload("cand", namespace, double),
-        run("retried", namespace, double, judge=keyed_judge(refusing_judge.base_url),
+        run("retried", namespace, double, judge=keyed_judge(slow_judge.base_url),
             jobs={"backoffLimit": 4}),
     )  # fmt: skip
-    kubectl.wait_for("job", "retried-judge", namespace, lambda _: True)
+    running = kubectl.wait_for(
+        "job", "retried-judge", namespace, lambda job: (job.get("status") or {}).get("ready")
+    )
+    assert running["status"]["ready"] == 1
     kubectl.run("delete", "secret", "judge-key", "-n", namespace)
+    kubectl.run("delete", "pod", "-n", namespace, "-l", "job-name=retried-judge", "--wait=false")
 
     reported = kubectl.wait_for(
         "evaluationrun", "retried", namespace,

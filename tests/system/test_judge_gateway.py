@@ -124,6 +124,7 @@ def operator(
         tmp_path_factory.mktemp("operator"),
         env={
             "KYAI_DEFAULT_JUDGE_GATEWAY": gateway.url,
+            "KYAI_DEFAULT_JUDGE_GATEWAY_CHECK": f"{gateway.metrics_url}/upstream/v1",
             "KYAI_DEFAULT_JUDGE_MODEL": "judge",
             "KYAI_DEFAULT_JUDGE_NAMESPACE_SELECTOR": json.dumps({"matchLabels": {OPT_IN: "yes"}}),
             "HF_HUB_OFFLINE": "1",
@@ -170,6 +171,9 @@ def test_a_tenant_run_that_names_no_judge_succeeds_through_the_gateway(
     tenant(kubectl, "team-a", double, opted_in=True)
     done = kubectl.wait_for("evaluationrun", "r", "team-a", phase_is("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs()[-3000:])
+    # The operator checked the default judge through the gateway's check route before the
+    # generation Job (it cannot show a judge pod's token; the route needs none).
+    assert gateway.metric("kyai_judge_gateway_upstream_checks_total", code="200") >= 1
     assert done["status"]["errorCount"] == 0 and done["status"]["questions"] > 0
     # The judge pod held no key: a projected token for the gateway's audience instead.
     pods = kubectl.items("pods", "team-a", "-l", f"{LABEL_RUN}=r")

@@ -251,14 +251,21 @@ def test_a_failed_jobs_cause_is_in_the_runs_condition(
     done = finished(kubectl, "broken", namespace, timeout=180)
     assert done["status"]["phase"] == "Failed", (done["status"], operator.logs())
     suffix, _, reason = FIRST_JOB[kind]
-    # kyai generate and kyai judge check their endpoint before any request: the run fails
-    # with the check's reason (kyai lm-eval has its own probe, and the Job's reason).
+    # kyai generate checks its candidate before any request, the operator a judge before the
+    # judge Job: the run fails with the check's reason (kyai lm-eval has its own probe, and
+    # the Job's reason).
     reason = {"generate": "CandidateUnreachable", "rejudge": "JudgeUnreachable"}.get(kind, reason)
     ready = condition(done, "Ready")
     assert ready["reason"] == reason, ready
+    assert done["status"]["message"] == ready["message"]
+    if kind == "rejudge":
+        # The operator checked the judge before making the judge Job: none was made.
+        assert ready["message"].startswith(f"spec.judge.llm.endpoint: Cannot reach {closed}/")
+        assert ready["message"].endswith("(checked before the judge Job was made: it never ran)")
+        assert kubectl.items("jobs", namespace, "-l", "kyai.io/evaluation-run=broken") == []
+        return
     # The worker's own last words, not only the Job's reason.
     assert f"broken{suffix}" in ready["message"] and "exited with code" in ready["message"]
-    assert done["status"]["message"] == ready["message"]
 
 
 @pytest.mark.parametrize("kind", KINDS)

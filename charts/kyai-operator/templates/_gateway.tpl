@@ -36,5 +36,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "http://%s.%s.svc:%v/v1" (include "kyai-operator.gateway.fullname" .) .Release.Namespace .Values.gateway.port }}
 {{- end }}
 
+{{/* The gateway's check route on its metrics port, where the operator checks the default judge
+before a run generates (the operator's KYAI_DEFAULT_JUDGE_GATEWAY_CHECK). */}}
+{{- define "kyai-operator.gateway.checkUrl" -}}
+{{- printf "http://%s.%s.svc:%v/upstream/v1" (include "kyai-operator.gateway.fullname" .) .Release.Namespace .Values.gateway.metricsPort }}
+{{- end }}
+
 {{/* Where the judge's key is mounted in the gateway pod. */}}
 {{- define "kyai-operator.gateway.keyDir" -}}/etc/kyai/judge-key{{- end }}

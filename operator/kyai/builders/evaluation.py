@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from kyai._exitcodes import EXIT_UNREACHABLE, EXIT_USAGE
 from kyai.api import GeneratePlan, JudgesPlan, SecretEnv
 from kyai.builders._common import (
     LABEL_NAME_MAX,
@@ -43,6 +44,31 @@ TMP_MOUNT = WORKER_TMP_PATH
 
 #: Where a worker container writes its final error (Kubernetes' default path).
 TERMINATION_MESSAGE_PATH = "/dev/termination-log"
+
+#: The ``kyai`` exit statuses a retry cannot mend: bad input (2), an endpoint that failed its
+#: check before anything was sent (3). A worker pod ending so fails its Job at once.
+FAIL_AT_ONCE_EXIT_CODES: tuple[int, ...] = (EXIT_USAGE, EXIT_UNREACHABLE)
+
+
+def fail_at_once_policy(container: Mapping[str, Any]) -> dict[str, Any]:
+    """A Job's ``podFailurePolicy``: ``container`` exiting 2 or 3 fails the Job (``FailJob``).
+
+    Kubernetes' batch/v1 shape: the rule names the container, its values sorted and unique
+    (the API server refuses others), and needs ``restartPolicy: Never`` in the template.
+    Other failures are counted against ``backoffLimit`` as without a policy.
+    """
+    return {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": container["name"],
+                    "operator": "In",
+                    "values": sorted(set(FAIL_AT_ONCE_EXIT_CODES)),
+                },
+            }
+        ]
+    }
 
 
 def generation_job_name(run: str) -> str:
@@ -242,6 +268,10 @@ def worker_job(
 ) -> dict[str, Any]:
     """A generation, judge or lm-eval Job running the project's image.
 
+    Its ``podFailurePolicy`` (:func:`fail_at_once_policy`) fails the Job at the first pod whose
+    worker exits 2 (bad input) or 3 (an endpoint failed its check, nothing sent): a retry would
+    fail alike, and the operator takes the run's reason from that pod's termination message.
+
     ``queue``: the Kueue labels the Job carries (:func:`kyai.builders.queue.queue_labels`);
     ``suspend``: created suspended, for Kueue to start it once it admits it (as Kueue expects
     of a queued Job's creator).
@@ -265,6 +295,7 @@ def worker_job(
     container = _worker_container(job, image, image_pull_policy, security)
     spec: dict[str, Any] = {
         "backoffLimit": backoff_limit,
+        "podFailurePolicy": fail_at_once_policy(container),
         "template": {
             "metadata": {"labels": run_labels(run, job.component)},
             "spec": {

@@ -15,6 +15,7 @@ from kyai.builders._common import (
     owner_reference,
     worker_security_context,
 )
+from kyai.builders.evaluation import fail_at_once_policy
 from kyai.constants import (
     LABEL_COMPONENT,
     LABEL_MANAGED_BY,
@@ -96,6 +97,10 @@ def snapshot_load_job(
     The Snapshot's spec (a URL source: small) goes in as JSON; the Job resolves the rows as the
     operator did and refuses a result whose sha256 differs from ``expect_sha256``. ``queue``
     and ``suspend``: Kueue's labels and a suspended start, as for a run's Jobs.
+
+    Like a run's worker Jobs it fails at once when ``kyai snapshot-load`` exits 2 (bad
+    ``--spec`` or flags: a retry reads the same) or 3 (which it documents as a server no request
+    can reach; a source it could not fetch exits 1 and is retried).
     """
     meta = owner["metadata"]
     security = worker_security_context()
@@ -127,6 +132,7 @@ def snapshot_load_job(
         "spec": {
             **({"suspend": True} if suspend else {}),
             "backoffLimit": 2,
+            "podFailurePolicy": fail_at_once_policy(container),
             "template": {
                 "metadata": {"labels": _labels(meta["name"])},
                 "spec": {

@@ -82,6 +82,9 @@ ENDPOINT_CHECK_REASONS = frozenset(
     for who in ("Candidate", "Judge")
     for what in ("Unreachable", "ModelNotServed", "KeyRefused")
 )
+#: The operator checks the endpoints a run calls (its judges) before a Job: one did not answer
+#: yet and is asked again.
+CHECKING_ENDPOINTS = "CheckingEndpoints"
 _ENDPOINT_CHECK = re.compile(r"\bkyai [a-z-]+: error: ([A-Za-z]+): ")
 
 

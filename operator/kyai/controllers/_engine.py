@@ -53,7 +53,7 @@ from kyai.controllers._pods import (
     may_be_stuck,
     started_seconds,
 )
-from kyai.controllers._references import KIND, missing_secret
+from kyai.controllers._references import KIND, missing_secret, secret_value, stalled
 from kyai.controllers._result import DONE, Result, after
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter, named_references, spec_changed
@@ -251,7 +251,11 @@ class RunEngine:
             job = await self.svc.kube.get("Job", self.namespace, step.job.name)
         held = await self._engine_held(step)
         if held is not None and (job is None or job_state(job)[0] == "running"):
-            return False, await self._stop_for_engine(step, job, held)
+            await self._stop_job(step, job)
+            if isinstance(held, Invalid):  # the Workload cannot serve without a change
+                await self.fail(held.reason, held.message)
+                return False, DONE
+            return False, await self._hold(held)
         if job is not None and (job.get("metadata") or {}).get("deletionTimestamp"):
             return False, after(1.0)  # made again once gone (its pods stopped first)
         grace = self.svc.settings.job_start_grace_seconds
@@ -260,6 +264,8 @@ class RunEngine:
                 waiting = await self._secrets_ready(step)
                 if waiting is not None:
                     return False, waiting
+            if step.checks and not await self._endpoints_answer(step):
+                return False, DONE
             job = await make_job(self.svc, self.run, step, spec)
             if job_suspended(job):  # queued: Kueue's verdict is read a moment later
                 return False, after(min(grace + 1, QUEUE_FIRST_LOOK_SECONDS))
@@ -286,7 +292,52 @@ class RunEngine:
         # Its pods are looked at once the grace is over (then at every resync tick).
         return False, after(grace + 1 - (started_seconds(job) or 0.0))
 
-    async def _engine_held(self, step: JobStep) -> Waiting | None:
+    async def _endpoints_answer(self, step: JobStep) -> bool:
+        """Check the endpoints the run calls before the step's Job is made; False: it failed.
+
+        Each as ``kyai run`` checks it (:func:`kyai.evaluation.check_server`): while it does
+        not answer, up to 4 attempts 1, 2 and 4 s apart, each failed one said in the run's
+        status (``CheckingEndpoints``); a refused key or a model not served ends it at once. A
+        failure ends the run with the check's reason (``JudgeUnreachable``,
+        ``JudgeModelNotServed``, ``JudgeKeyRefused``) before the Job exists.
+        """
+        noted = False
+
+        async def say(line: str) -> None:
+            nonlocal noted
+            noted = True
+            message = f"checking the endpoints the run calls before its {step.what} Job: {line}"
+            await self._set_phase(step.phase, c.CHECKING_ENDPOINTS, message, progressing=True)
+
+        for check in step.checks:
+            key, source = None, "no key"
+            if check.key is not None:
+                need = check.key
+                key = await secret_value(self.svc, need.namespace, need.name, need.key)
+                source = f"the Secret {need.name}, key {need.key}"
+            problems = await self.svc.endpoints.check(
+                check.side, check.where, check.url, check.models,
+                key=key, key_source=source, say=say,
+            )  # fmt: skip
+            if problems:
+                reason = problems[0].reason or f"{check.side.capitalize()}Unreachable"
+                said = "; ".join(
+                    problem.text.removeprefix(f"{problem.reason}: ") for problem in problems
+                )
+                spared = (
+                    "the candidate was asked nothing"
+                    if step.phase == "Generating"
+                    else "it never ran"
+                )
+                await self.fail(
+                    reason, f"{said} (checked before the {step.what} Job was made: {spared})"
+                )
+                return False
+        if noted:
+            await self._resume(step)
+        return True
+
+    async def _engine_held(self, step: JobStep) -> Waiting | Invalid | None:
         """Why the served engine the step's Job asks is away (its Workload says so), if it is.
 
         Only the generation step asks the run's Workload. A Workload the operator serves
@@ -300,10 +351,19 @@ class RunEngine:
         name = self.named.get("workload")
         if step.phase != "Generating" or name is None:
             return None
-        down = engine_down(await self.svc.cached("Workload", self.namespace, name))
+        workload = await self.svc.cached("Workload", self.namespace, name)
+        down = engine_down(workload)
         if down is None:
             return None
         reason, said = down
+        if stalled(workload):
+            # Past its spec.restartLimit, or anything else that needs a person: the run fails
+            # now, naming it, rather than waiting for it without end.
+            return Invalid(
+                c.WORKLOAD_FAILED,
+                f"the Workload {name} cannot serve ({reason}): {said}; the {step.what} Job "
+                f"{step.job.name} was stopped (the answers it stored stay on the results claim)",
+            )
         # A generation Job resumes from the rows it stored; lm-eval keeps no answers between
         # its attempts, so its Job starts the tasks over.
         goes_on = (
@@ -326,29 +386,27 @@ class RunEngine:
         ready = self.current().condition(c.READY)
         return ready is not None and ready.reason in ENGINE_AWAY
 
-    async def _stop_for_engine(
-        self, step: JobStep, job: Mapping[str, Any] | None, held: Waiting
-    ) -> Result:
-        """Stop the step's Job while its engine is away; the run waits in its phase.
+    async def _stop_job(self, step: JobStep, job: Mapping[str, Any] | None) -> None:
+        """Stop the step's Job while its engine is away (or cannot serve any more).
 
         The Job is deleted in the foreground (its pods go first, so a new Job never writes
         the results beside an old pod); once the Workload is Ready again the Job is made
         again and goes on from the rows stored on the results claim, as after a preemption of
         the Job itself. Only rows in flight are asked again; the wait counts against no
         deadline (the new Job's grace and ``activeDeadlineSeconds`` count from its start).
-        The run is waiting (Progressing False): the Workload turning Ready wakes it.
+        The run then waits (Progressing False): the Workload turning Ready wakes it.
         """
-        if job is not None and not (job.get("metadata") or {}).get("deletionTimestamp"):
-            try:
-                await self.svc.kube.request(
-                    "DELETE",
-                    resource_path("Job", self.namespace, step.job.name),
-                    body={"propagationPolicy": "Foreground"},
-                )
-            except KubeError as exc:
-                if exc.status != 404:
-                    raise
-        return await self._hold(held)
+        if job is None or (job.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        try:
+            await self.svc.kube.request(
+                "DELETE",
+                resource_path("Job", self.namespace, step.job.name),
+                body={"propagationPolicy": "Foreground"},
+            )
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
 
     async def _queued(self, step: JobStep, job: Mapping[str, Any]) -> Result:
         """The step's Job is suspended: say what Kueue says of it (once per change).

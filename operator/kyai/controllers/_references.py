@@ -9,6 +9,7 @@ run can never start.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -487,7 +488,7 @@ async def ready_reference(
     if not _ready(obj):
         status = obj.get("status") or {}
         phase = status.get("phase") or "Pending"
-        if kind == "Workload" and _stalled(status):
+        if kind == "Workload" and stalled(obj):
             # It cannot serve until someone changes something (a crash-looping engine past
             # spec.restartLimit, flags its version refuses): the run fails now, naming it,
             # rather than waiting for it without end.
@@ -515,11 +516,13 @@ def snapshot_waiting(name: str, phase: str, status: Mapping[str, Any], reason: s
     return Waiting(reason, f"the Snapshot {name} is {phase}, not Ready")
 
 
-def _stalled(status: Mapping[str, Any]) -> bool:
-    """Whether kstatus' ``Stalled`` condition is True in ``status``."""
+def stalled(obj: Mapping[str, Any] | None) -> bool:
+    """Whether kstatus' ``Stalled`` condition is True in ``obj``'s status."""
     return any(
-        condition.get("type") == c.STALLED and condition.get("status") == "True"
-        for condition in status.get("conditions") or []
+        isinstance(condition, Mapping)
+        and condition.get("type") == c.STALLED
+        and condition.get("status") == "True"
+        for condition in ((obj or {}).get("status") or {}).get("conditions") or []
     )
 
 
@@ -546,6 +549,15 @@ def candidate_secrets(secret: SecretEnv | None, namespace: str) -> tuple[SecretN
     if secret is None:
         return ()
     return (SecretNeed("the candidate's API key", namespace, secret.secret, secret.key),)
+
+
+async def secret_value(svc: Services, namespace: str, name: str, key: str) -> str | None:
+    """The text of a Secret's key (stripped), None when the Secret or the key is missing."""
+    secret = await svc.kube.get("Secret", namespace, name)
+    data = (secret or {}).get("data") or {}
+    if key not in data:
+        return None
+    return base64.b64decode(data[key]).decode("utf-8").strip()
 
 
 async def missing_secret(svc: Services, needs: tuple[SecretNeed, ...]) -> Waiting | None:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import kopf
 
+from kyai.controllers._endpoints import EndpointChecks
 from kyai.controllers._events import EventRecorder
 from kyai.controllers._kube import KubeClient
 from kyai.metrics import RunMetrics
@@ -137,6 +138,8 @@ class Services:
     _references_of: Callable[[Mapping[str, Any]], Iterable[Hashable]] | None = None
     _waits: dict[tuple[str, Hashable], set[Key]] = field(default_factory=dict)
     _waits_of: dict[Key, tuple[tuple[Any, Any], tuple[Hashable, ...]]] = field(default_factory=dict)
+    endpoints: EndpointChecks = field(default_factory=EndpointChecks)
+    """Checks of the endpoints runs call before their Jobs, shared between runs."""
     events: EventRecorder = field(init=False)
     """Kubernetes Events about the operator's objects, posted in the background."""
 

@@ -81,6 +81,27 @@ class SecretNeed:
 
 
 @dataclass(frozen=True)
+class EndpointCheck:
+    """An endpoint the run will call, checked by the operator before a step's Job is made.
+
+    A judge whose endpoint does not answer, does not serve its model or refuses its key is
+    found before the candidate is asked anything (hours of GPU time, on a large set), not in
+    the judge phase: the run fails with the check's reason (``JudgeUnreachable``, ...).
+    """
+
+    side: str
+    """Whose endpoint: ``judge``."""
+    where: str
+    """What named it, for messages (``spec.judge.llm.endpoint``, ``the judge Workload x``)."""
+    url: str
+    """Its OpenAI-compatible base URL (the judge gateway's check route for the default judge)."""
+    models: tuple[tuple[str, str], ...]
+    """(field, model) pairs it must list in ``/v1/models``."""
+    key: SecretNeed | None = None
+    """The Secret key holding its API key, read by the operator for the check."""
+
+
+@dataclass(frozen=True)
 class JobStep:
     """One worker Job of a run and the phase the run is in while it runs."""
 
@@ -104,6 +125,8 @@ class JobStep:
     """The Secret keys its pod reads."""
     children: tuple[Mapping[str, Any], ...] = ()
     """Objects made right before the Job (worker RBAC, the results PVC, ...), once."""
+    checks: tuple[EndpointCheck, ...] = ()
+    """Endpoints this Job or a later one calls, checked before the Job is made."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ Deployment.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import re
 import time
@@ -45,6 +44,7 @@ from kyai.controllers._conditions import Change
 from kyai.controllers._inuse import engine_args_of
 from kyai.controllers._kube import KubeError
 from kyai.controllers._pods import EngineTrouble, engine_trouble
+from kyai.controllers._references import secret_value
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter
 from kyai.datasets import route_hub_logs
@@ -215,14 +215,6 @@ async def reconcile_workloads_naming(svc: Services, namespace: str, engine_args:
             await reconcile_workload(svc, namespace, workload["metadata"]["name"])
 
 
-async def _secret_value(svc: Services, namespace: str, name: str, key: str) -> str | None:
-    secret = await svc.kube.get("Secret", namespace, name)
-    data = (secret or {}).get("data") or {}
-    if key not in data:
-        return None
-    return base64.b64decode(data[key]).decode("utf-8").strip()
-
-
 async def probe_models(url: str, *, api_key: str | None) -> list[dict[str, Any]]:
     """The server's /v1/models cards (raises EndpointUnreachableError)."""
     async with ChatClient(
@@ -335,7 +327,7 @@ class WorkloadReconciler:
         key = None
         ref = spec.endpoint.api_key_secret_ref
         if ref is not None:
-            key = await _secret_value(self.svc, self.namespace, ref.name, ref.key)
+            key = await secret_value(self.svc, self.namespace, ref.name, ref.key)
             if key is None:
                 await self.set_status(
                     "Pending",
@@ -523,7 +515,7 @@ class WorkloadReconciler:
         redactor = Redactor()
         ref = spec.hf_token_secret_ref
         if ref is not None:
-            redactor.add(await _secret_value(self.svc, self.namespace, ref.name, ref.key))
+            redactor.add(await secret_value(self.svc, self.namespace, ref.name, ref.key))
         return redact_log(RedactingFilter(redactor).clean(text))
 
     async def _held_by_kueue(self, pods: list[dict[str, Any]]) -> tuple[str, str] | None:

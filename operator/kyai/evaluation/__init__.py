@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         judge_with_grader,
     )
     from kyai.evaluation._judge import GenerationSet, JudgeConfig, judge, judge_message
+    from kyai.evaluation._preflight import check_server
     from kyai.evaluation._progress import Progress, ProgressListener, ProgressUpdate
     from kyai.evaluation._reasoning import strip_reasoning
     from kyai.evaluation._scoring import SCORING_METHOD, comparison_key, score_rows
@@ -79,6 +80,7 @@ __getattr__, __dir__ = lazy_exports(
             "judge_with_grader",
         ),
         "._judge": ("GenerationSet", "JudgeConfig", "judge", "judge_message"),
+        "._preflight": ("check_server",),
         "._progress": ("Progress", "ProgressListener", "ProgressUpdate"),
         "._reasoning": ("strip_reasoning",),
         "._scoring": ("SCORING_METHOD", "comparison_key", "score_rows"),
@@ -111,6 +113,7 @@ __all__ = [
     "RunDirectoryError",
     "Verdict",
     "agreement",
+    "check_server",
     "cohen_kappa",
     "comparison_key",
     "find_card",

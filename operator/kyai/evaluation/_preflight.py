@@ -41,7 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,6 +60,7 @@ __all__ = [
     "REASONS",
     "PreflightError",
     "Problem",
+    "check_server",
     "preflight",
 ]
 
@@ -84,8 +85,9 @@ REASONS: tuple[str, ...] = tuple(
 #: The key of :func:`_flags`' answer saying a ``--grader`` calls models.
 MODEL_BACKED = "model-backed graders"
 
-#: Say a line (a failed attempt of an endpoint's check, about to be tried again).
-Say = Callable[[str], None]
+#: Say a line (a failed attempt of an endpoint's check, about to be tried again); it may be a
+#: coroutine function (the operator writes the line into the run's status).
+Say = Callable[[str], Awaitable[None] | None]
 
 
 @dataclass(frozen=True)
@@ -398,7 +400,9 @@ async def _check(
             if answer.retry_after is not None:
                 wait = min(answer.retry_after, max(CHECK_WAITS_S))
             if say is not None:
-                say(RetryNote(answer.what, attempt, attempts, wait).text(endpoint.side))
+                said = say(RetryNote(answer.what, attempt, attempts, wait).text(endpoint.side))
+                if said is not None:
+                    await said
             await asyncio.sleep(wait)
         base = client.base_url
     if answer.cards is None:
@@ -411,6 +415,28 @@ async def _check(
             reason = _reason(endpoint.side, MODEL_NOT_SERVED)
             problems.append(Problem(f"{reason}: {flag} {model}: {exc}", server=True, reason=reason))
     return problems
+
+
+async def check_server(
+    side: str,
+    where: str,
+    url: str,
+    models: Sequence[tuple[str, str]],
+    *,
+    key: str | None,
+    key_source: str,
+    attempts: int = CHECK_ATTEMPTS,
+    say: Say | None = None,
+) -> list[Problem]:
+    """Check one endpoint as :func:`preflight` does, for a caller without a command line.
+
+    ``side`` is ``candidate`` or ``judge``; ``where`` names what gave the URL in the problems
+    (a flag, or a resource's field such as ``spec.judge.llm.endpoint``); ``models`` the
+    (field, model) pairs it must serve; ``key_source`` where the key came from (said when it
+    is refused). The same attempts, waits, time-outs and reasons as the CLI's check.
+    """
+    endpoint = _Endpoint(side, where, url, tuple(models), key, key_source)
+    return await _check(endpoint, attempts, PROBE_TIMEOUT_S, say)
 
 
 async def _servers(

@@ -5,7 +5,9 @@ workers authenticate with their pod's projected ServiceAccount token; the gatewa
 with a TokenReview, checks that the pod is an EvaluationRun's judge worker, applies the
 namespace's limits, puts the judge's key on the request and forwards only
 ``/v1/chat/completions`` and ``/v1/models`` for the default judge's model, counting requests
-and tokens per namespace. See :mod:`kyai.gateway._proxy` and docs/how-to/share-the-judge.md.
+and tokens per namespace. Its admin port also answers ``GET /upstream/v1/models``, the judge's
+model list as a worker would get it, for the operator to check the judge before a run. See
+:mod:`kyai.gateway._proxy` and docs/how-to/share-the-judge.md.
 """
 
 from __future__ import annotations
@@ -45,7 +47,15 @@ if TYPE_CHECKING:
         retry_after_seconds,
     )
     from kyai.gateway._metrics import GatewayMetrics
-    from kyai.gateway._proxy import CHAT_PATH, MODELS_PATH, Gateway, GatewayError
+    from kyai.gateway._proxy import (
+        CHAT_PATH,
+        MODELS_PATH,
+        UPSTREAM_CHECK_BASE,
+        UPSTREAM_CHECK_CACHE_SECONDS,
+        UPSTREAM_CHECK_PATH,
+        Gateway,
+        GatewayError,
+    )
     from kyai.gateway._redact import REDACTED, RedactingFilter, Redactor
     from kyai.gateway._settings import (
         DEFAULT_AUDIENCE,
@@ -58,6 +68,7 @@ if TYPE_CHECKING:
         env_variable,
         normalise_upstream,
     )
+    from kyai.gateway._shared import SharedAnswer
     from kyai.gateway._worker import (
         MIN_TOKEN_EXPIRATION_SECONDS,
         TOKEN_MOUNT_PATH,
@@ -111,6 +122,9 @@ __getattr__, __dir__ = lazy_exports(
         "._proxy": (
             "CHAT_PATH",
             "MODELS_PATH",
+            "UPSTREAM_CHECK_BASE",
+            "UPSTREAM_CHECK_CACHE_SECONDS",
+            "UPSTREAM_CHECK_PATH",
             "Gateway",
             "GatewayError",
         ),
@@ -130,6 +144,7 @@ __getattr__, __dir__ = lazy_exports(
             "env_variable",
             "normalise_upstream",
         ),
+        "._shared": ("SharedAnswer",),
         "._worker": (
             "MIN_TOKEN_EXPIRATION_SECONDS",
             "TOKEN_MOUNT_PATH",
@@ -153,6 +168,9 @@ __all__ = [
     "TOKEN_MOUNT_PATH",
     "TOKEN_VOLUME",
     "UNKNOWN_NAMESPACE",
+    "UPSTREAM_CHECK_BASE",
+    "UPSTREAM_CHECK_CACHE_SECONDS",
+    "UPSTREAM_CHECK_PATH",
     "ApiServerConfig",
     "BodyError",
     "Caller",
@@ -174,6 +192,7 @@ __all__ = [
     "Redactor",
     "Refusal",
     "RefusedError",
+    "SharedAnswer",
     "StreamUsage",
     "TokenBucket",
     "TokenReviewStatus",

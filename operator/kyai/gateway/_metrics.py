@@ -5,6 +5,10 @@
 * ``kyai_judge_gateway_tokens_total{namespace,kind}``: the judge's ``usage``
   (``kind="prompt"``: ``prompt_tokens``, ``kind="completion"``: ``completion_tokens``), for
   charging each namespace back;
+* ``kyai_judge_gateway_upstream_refusals_total{code}``: requests the default judge refused
+  for the platform's key (its 401 or 403; the caller got a 502);
+* ``kyai_judge_gateway_upstream_checks_total{code}``: answers of the admin port's
+  ``GET /upstream/v1/models`` check, by HTTP status (a shared answer counted for each caller);
 * ``kyai_judge_gateway_token_reviews_total{result}``: TokenReviews sent (``accepted``,
   ``refused``, ``error``); the cache keeps it far below the requests;
 * ``kyai_judge_gateway_in_flight_requests{namespace}``: requests being served upstream;
@@ -80,6 +84,14 @@ class GatewayMetrics:
             ["code"],
             registry=self.registry,
         )
+        self.checks = Counter(
+            "kyai_judge_gateway_upstream_checks",
+            "Answers of the admin port's GET /upstream/v1/models (the default judge's model "
+            "list, checked before a run; one answer is shared by the callers of a few "
+            "seconds), by HTTP status.",
+            ["code"],
+            registry=self.registry,
+        )
         if in_flight is not None:
             self.registry.register(_InFlight(in_flight))
         self.overhead = Histogram(
@@ -103,6 +115,10 @@ class GatewayMetrics:
     def refused_key(self, code: int) -> None:
         """Count one request the default judge refused for the platform's key."""
         self.refusals.labels(code=str(code)).inc()
+
+    def checked(self, code: int) -> None:
+        """Count one answer of the admin port's check of the default judge."""
+        self.checks.labels(code=str(code)).inc()
 
     def usage(self, namespace: str, usage: Mapping[str, Any] | None) -> None:
         """Add a response's ``usage`` (prompt and completion tokens) to the namespace."""

@@ -1,4 +1,4 @@
-"""The gateway's HTTP servers: the proxy (worker pods only) and the metrics/health endpoints.
+"""The gateway's HTTP servers: the proxy (worker pods only) and the admin port.
 
 The proxy serves exactly two routes, both for verified judge workers only:
 
@@ -10,13 +10,24 @@ The proxy serves exactly two routes, both for verified judge workers only:
 Anything else is a 404 (405 for another method), answered without looking at the token.
 Every answer is counted in ``kyai_judge_gateway_requests_total{namespace,code}``; errors are
 OpenAI-shaped (``{"error": {"message", "type", "code"}}``) so that clients show the message.
+
+The admin port (``metrics_port``, open to every pod: Prometheus and the probes use it)
+serves ``/metrics``, ``/healthz``, ``/readyz`` and ``GET /upstream/v1/models``: the default
+judge's model list exactly as a judge worker gets it from ``GET /v1/models`` (the same
+upstream request with the platform's key, the same filtering, the same errors), with no
+token, so that the operator can check the judge before a run generates anything. Its
+answers are shared: one upstream request at a time, each answer reused for
+:data:`UPSTREAM_CHECK_CACHE_SECONDS`; they are counted in
+``kyai_judge_gateway_upstream_checks_total{code}``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
@@ -39,12 +50,23 @@ from kyai.gateway._limits import Limiter, LimitExceededError, NamespaceLimiter
 from kyai.gateway._metrics import CONTENT_TYPE, GatewayMetrics
 from kyai.gateway._redact import Redactor
 from kyai.gateway._settings import GatewaySettings
+from kyai.gateway._shared import SharedAnswer
 
 log = logging.getLogger("kyai.gateway")
 
 #: The routes the proxy serves.
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
+
+#: The admin port's check of the default judge: a base URL for an OpenAI client
+#: (``http://<gateway>:<metrics port>/upstream/v1``) and the one route under it.
+UPSTREAM_CHECK_BASE = "/upstream/v1"
+UPSTREAM_CHECK_PATH = UPSTREAM_CHECK_BASE + "/models"
+
+#: Seconds an answer of the check is reused for every caller (from its arrival): the admin
+#: port is open to every pod, so however many call, the judge sees at most one model-list
+#: request per this time from the check (and one at a time).
+UPSTREAM_CHECK_CACHE_SECONDS = 5.0
 
 #: Upstream answer headers passed on to the caller (no cookies, no hop-by-hop headers).
 PASSED_HEADERS = ("Content-Type", "Retry-After", "X-Request-Id")
@@ -65,6 +87,11 @@ _ERROR_TYPES = {
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def _passed_headers(upstream: aiohttp.ClientResponse) -> dict[str, str]:
+    """The upstream answer's headers that the caller gets (:data:`PASSED_HEADERS`)."""
+    return {name: value for name in PASSED_HEADERS if (value := upstream.headers.get(name))}
+
+
 class GatewayError(Exception):
     """An answer the gateway gives instead of the judge's."""
 
@@ -75,6 +102,26 @@ class GatewayError(Exception):
         self.status = status
         self.reason = reason
         self.headers = headers or {}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer kept to be sent again (a :class:`~aiohttp.web.Response` is sent once)."""
+
+    status: int
+    body: bytes
+    headers: Mapping[str, str]
+
+    @classmethod
+    def of(cls, response: web.Response) -> Answer:
+        """The answer ``response`` gives (its body must be bytes)."""
+        body = response.body
+        assert isinstance(body, bytes), "only a whole answer is kept"
+        return cls(response.status, body, dict(response.headers))
+
+    def response(self) -> web.Response:
+        """A new response giving this answer."""
+        return web.Response(status=self.status, body=self.body, headers=self.headers)
 
 
 def error_response(
@@ -138,6 +185,7 @@ class Gateway:
             else None
         )
         self._session: aiohttp.ClientSession | None = None
+        self._checks = SharedAnswer(self._check_answer, UPSTREAM_CHECK_CACHE_SECONDS)
         self._runners: list[web.AppRunner] = []
         self.port: int | None = None
         self.metrics_port: int | None = None
@@ -154,11 +202,23 @@ class Gateway:
         return app
 
     def admin_app(self) -> web.Application:
-        """``/metrics``, ``/healthz`` (the process answers), ``/readyz`` (the key is readable)."""
+        """The admin port: open to every pod, so nothing on it needs or reads a token.
+
+        ``/metrics``, ``/healthz`` (the process answers), ``/readyz`` (the key is readable),
+        and ``GET /upstream/v1/models`` (:data:`UPSTREAM_CHECK_PATH`): the default judge's
+        model list as a judge worker gets it from the proxy's ``GET /v1/models`` (filtered
+        to the default judge's model; 502 ``UpstreamUnreachable``, 504 ``UpstreamTimeout``,
+        502 ``UpstreamRefusedKey`` when the judge refuses the platform's key, 503
+        ``KeyUnavailable`` when the key file cannot be read; another status of the judge's
+        passed on), for the operator to check the judge before a run. One upstream request
+        at a time serves every caller, and its answer is reused for
+        :data:`UPSTREAM_CHECK_CACHE_SECONDS`.
+        """
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        app.router.add_get(UPSTREAM_CHECK_PATH, self._check, allow_head=False)
         return app
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -263,6 +323,12 @@ class Gateway:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
+    def _models_headers(self) -> dict[str, str]:
+        """The headers of a ``GET /models`` upstream (the key; GatewayError 503 without it)."""
+        headers = self._upstream_headers()
+        del headers["Content-Type"]
+        return headers
+
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         caller = await self._caller(request)
@@ -285,8 +351,7 @@ class Gateway:
     async def _models(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         caller = await self._caller(request)
-        headers = self._upstream_headers()
-        del headers["Content-Type"]
+        headers = self._models_headers()
         return await self._limited(request, caller, started, "/models", None, headers)
 
     async def _limited(
@@ -312,36 +377,25 @@ class Gateway:
 
     # -- forwarding ----------------------------------------------------------------------
 
-    async def _forward(
-        self,
-        request: web.Request,
-        caller: Caller,
-        limiter: NamespaceLimiter,
-        path: str,
-        body: bytes | None,
-        headers: dict[str, str],
-        started: float,
-    ) -> web.StreamResponse:
+    @asynccontextmanager
+    async def _upstream(
+        self, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """One request to the default judge (POST with ``body``, else GET), its answer open.
+
+        A time-out is a GatewayError 504 ``UpstreamTimeout`` and a failed connection a 502
+        ``UpstreamUnreachable``, whether sending or reading the answer inside the block.
+        """
         assert self._session is not None, "the gateway is not started"
-        method = "POST" if body is not None else "GET"
-        upstream_started = time.perf_counter()
         try:
             async with self._session.request(
-                method,
+                "POST" if body is not None else "GET",
                 self.settings.upstream_url + path,
                 data=body,
                 headers=headers,
                 allow_redirects=False,
             ) as upstream:
-                passed = {
-                    name: value for name in PASSED_HEADERS if (value := upstream.headers.get(name))
-                }
-                if "text/event-stream" in upstream.headers.get("Content-Type", ""):
-                    return await self._stream(
-                        request, upstream, passed, caller, started, upstream_started, limiter
-                    )
-                data = await upstream.read()
-                status = upstream.status
+                yield upstream
         except TimeoutError:
             raise GatewayError(
                 504,
@@ -356,17 +410,26 @@ class Gateway:
                 "UpstreamUnreachable",
                 f"the gateway cannot reach the default judge ({type(exc).__name__})",
             ) from None
-        upstream_s = time.perf_counter() - upstream_started
-        limiter.observe(upstream_s)
+
+    def _passed_on(
+        self, path: str, upstream: aiohttp.ClientResponse, data: bytes, on_behalf: str
+    ) -> web.Response:
+        """The caller's answer for the judge's whole answer ``data`` to ``path``.
+
+        The judge refusing the platform's key (401, 403) is a GatewayError 502
+        ``UpstreamRefusedKey`` (counted, logged naming ``on_behalf``); a model list is
+        filtered to the default judge's model; the key is redacted.
+        """
+        status = upstream.status
         if status in (401, 403):
             # The platform's key, not the caller's token: the caller can do nothing about it,
             # so the judge's refusal is never passed through as if the caller were refused.
             self.metrics.refused_key(status)
             log.error(
-                "the default judge refused the platform's API key (HTTP %s) on a request of "
-                "namespace %s: fix defaultJudge.apiKeySecret",
+                "the default judge refused the platform's API key (HTTP %s) on %s: fix "
+                "defaultJudge.apiKeySecret",
                 status,
-                caller.namespace,
+                on_behalf,
             )
             raise GatewayError(
                 502,
@@ -374,12 +437,42 @@ class Gateway:
                 f"the default judge refused the platform's API key (HTTP {status}); the "
                 "platform team must fix defaultJudge.apiKeySecret",
             )
-        if status == 200:
-            if path == "/chat/completions":
-                self.metrics.usage(caller.namespace, usage_of(data))
-            else:
-                data = only_model(data, self.settings.model) or data
-        response = web.Response(status=status, body=self.redactor.bytes(data), headers=passed)
+        if status == 200 and path == "/models":
+            data = only_model(data, self.settings.model) or data
+        return web.Response(
+            status=status, body=self.redactor.bytes(data), headers=_passed_headers(upstream)
+        )
+
+    async def _forward(
+        self,
+        request: web.Request,
+        caller: Caller,
+        limiter: NamespaceLimiter,
+        path: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        started: float,
+    ) -> web.StreamResponse:
+        upstream_started = time.perf_counter()
+        async with self._upstream(path, body, headers) as upstream:
+            if "text/event-stream" in upstream.headers.get("Content-Type", ""):
+                return await self._stream(
+                    request,
+                    upstream,
+                    _passed_headers(upstream),
+                    caller,
+                    started,
+                    upstream_started,
+                    limiter,
+                )
+            data = await upstream.read()
+        upstream_s = time.perf_counter() - upstream_started
+        limiter.observe(upstream_s)
+        response = self._passed_on(
+            path, upstream, data, f"a request of namespace {caller.namespace}"
+        )
+        if response.status == 200 and path == "/chat/completions":
+            self.metrics.usage(caller.namespace, usage_of(data))
         self.metrics.overhead.observe(max(0.0, time.perf_counter() - started - upstream_s))
         return response
 
@@ -422,6 +515,31 @@ class Gateway:
 
     async def _healthz(self, _: web.Request) -> web.Response:
         return web.Response(text="ok\n")
+
+    async def _check(self, _: web.Request) -> web.Response:
+        answer = await self._checks.get()
+        self.metrics.checked(answer.status)
+        return answer.response()
+
+    async def _check_answer(self) -> Answer:
+        """The check's next shared answer: the proxy's ``GET /v1/models`` without a caller.
+
+        The same upstream request, filtering and errors; a GatewayError becomes its answer
+        (kept like any other), a bug a counted 500 as on the proxy.
+        """
+        try:
+            headers = self._models_headers()
+            async with self._upstream("/models", None, headers) as upstream:
+                data = await upstream.read()
+            response = self._passed_on(
+                "/models", upstream, data, f"the admin port's check ({UPSTREAM_CHECK_PATH})"
+            )
+        except GatewayError as exc:
+            response = error_response(exc.status, exc.reason, str(exc), exc.headers)
+        except Exception:
+            log.exception("failed to check the default judge")
+            response = error_response(500, "InternalError", "the judge gateway failed")
+        return Answer.of(response)
 
     async def _readyz(self, _: web.Request) -> web.Response:
         if self._session is None:

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from kyai.api import EvaluationRunStatus, GenerationSettings, status_patch
+from kyai._exitcodes import EXIT_UNREACHABLE, EXIT_USAGE
+from kyai.api import EvaluationRunStatus, GenerationSettings, LmEvalSpec, status_patch
 from kyai.api.plan import (
     GatewayToken,
     GeneratePlan,
@@ -20,6 +21,8 @@ from kyai.api.plan import (
 )
 from kyai.builders import evaluation as build
 from kyai.builders import worker_args
+from kyai.builders.lmeval import lmeval_job_name, lmeval_plan
+from kyai.builders.snapshot import snapshot_load_job
 from kyai.constants import LABEL_COMPONENT, LABEL_RUN
 from kyai.gateway import (
     JUDGE_COMPONENT,
@@ -247,6 +250,68 @@ def test_judge_job_behind_the_gateway_mounts_its_token_and_no_secret() -> None:
     assert container["args"] == args
     # The gateway's port is the one the judge's fence lets out.
     assert 8080 in build.endpoint_ports(judged)
+
+
+def lmeval_worker_job() -> build.WorkerJob:
+    """The lm-eval Job's part, as the lm-eval kind of run makes it."""
+    spec = LmEvalSpec.model_validate({"tasks": [{"name": "gsm8k"}]})
+    lm = lmeval_plan(
+        spec, namespace="team-a", run="r1", endpoint="http://c/v1", model="m", concurrency=4,
+        request_timeout_seconds=60, candidate_secret=None,
+    )  # fmt: skip
+    return build.WorkerJob(name=lmeval_job_name("r1"), component="lmeval", args=lm.args)
+
+
+#: The worker Jobs of a run, by their container's name (its component).
+WORKER_JOBS = {
+    "generate": lambda: build.generation_job("r1", plan()),
+    "judge": lambda: build.judge_job("r1", judges(), ["judge"]),
+    "lmeval": lmeval_worker_job,
+}
+
+
+@pytest.mark.parametrize("component", sorted(WORKER_JOBS))
+def test_worker_jobs_fail_at_once_when_the_worker_exits_2_or_3(component: str) -> None:
+    # Bad input (2) and an endpoint that failed its check before anything was sent (3) fail
+    # the Job at its first pod (Kubernetes' podFailurePolicy), not after backoffLimit retries.
+    manifest = job_manifest(WORKER_JOBS[component]())
+    spec = manifest["spec"]
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["name"] == component
+    assert pod["restartPolicy"] == "Never"  # what Kubernetes requires of a podFailurePolicy
+    assert spec["podFailurePolicy"] == {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": container["name"],
+                    "operator": "In",
+                    "values": [EXIT_USAGE, EXIT_UNREACHABLE],
+                },
+            }
+        ]
+    }
+    assert [EXIT_USAGE, EXIT_UNREACHABLE] == [2, 3]  # sorted and unique, as Kubernetes wants
+    assert spec["backoffLimit"] == 1  # other failures still retried
+
+
+def test_snapshot_load_job_fails_at_once_when_it_exits_2_or_3() -> None:
+    owner = {
+        "apiVersion": "kyai.io/v1alpha1", "kind": "Snapshot",
+        "metadata": {"name": "s", "namespace": "team-a", "uid": "u-2"},
+        "spec": {"source": {"url": "https://data.example/rows.jsonl"}},
+    }  # fmt: skip
+    job = snapshot_load_job(owner, image="kyai:1", image_pull_policy="Never", expect_sha256="d")
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["restartPolicy"] == "Never"
+    (rule,) = job["spec"]["podFailurePolicy"]["rules"]
+    assert rule == {
+        "action": "FailJob",
+        "onExitCodes": {"containerName": "load", "operator": "In", "values": [2, 3]},
+    }
+    assert container["name"] == "load"
 
 
 @pytest.mark.parametrize(

@@ -254,9 +254,14 @@ def test_the_operator_sends_runs_to_the_gateway_it_renders(
     settings = operator_settings(objects)
     service = one(objects, "Service")
     (port,) = [p["port"] for p in service["spec"]["ports"] if p["name"] == "http"]
+    (metrics,) = [p["port"] for p in service["spec"]["ports"] if p["name"] == "metrics"]
     name = service["metadata"]["name"]
     # The URL the workers get is the gateway Service's, on its proxy port.
     assert settings.default_judge_gateway == f"http://{name}.{RELEASE_NS}.svc:{port}/v1"
+    # The operator checks the default judge on the Service's metrics port, which the
+    # gateway's NetworkPolicy leaves open (the proxy port admits judge pods only).
+    check = f"http://{name}.{RELEASE_NS}.svc:{metrics}/upstream/v1"
+    assert settings.default_judge_gateway_check == check
     # The token the judge pods mount is the one the gateway asks for.
     gateway = settings_of(one(objects, "Deployment"))
     assert settings.default_judge_gateway_audience == gateway.audience == "judge.example"

@@ -7,7 +7,7 @@ pods are written as the kubelet writes them (``state.waiting`` / ``state.termina
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,10 +16,12 @@ import jsonpatch
 from kyai.api import EvaluationRunStatus
 from kyai.builders import evaluation as build
 from kyai.controllers import _conditions as c
+from kyai.controllers._endpoints import EndpointChecks
 from kyai.controllers._kube import KubeError
 from kyai.controllers._pods import failure_message, first_trouble, pod_trouble
 from kyai.controllers._services import Services
 from kyai.controllers.evaluationrun import RunEngine
+from kyai.evaluation._preflight import Problem
 from kyai.metrics import RunMetrics
 from kyai.settings import OperatorSettings
 from kyai_devcluster._selectors import parse_label_selector
@@ -161,9 +163,37 @@ def run_object(**judge: Any) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def world(*extra: dict[str, Any], **settings: Any) -> tuple[Services, MemoryKube]:
+class Endpoints:
+    """The endpoint checks a unit test's runs ask for: each recorded, each answered."""
+
+    def __init__(self, **problems: list[Problem]) -> None:
+        #: Problems by URL (none: the endpoint answers).
+        self.problems = problems
+        self.asked: list[tuple[str, str, str, tuple[tuple[str, str], ...], str | None]] = []
+
+    async def __call__(
+        self,
+        side: str,
+        where: str,
+        url: str,
+        models: Sequence[tuple[str, str]],
+        *,
+        key: str | None,
+        key_source: str,
+        say: Any = None,
+    ) -> list[Problem]:
+        self.asked.append((side, where, url, tuple(models), key))
+        return self.problems.get(url, [])
+
+
+def world(
+    *extra: dict[str, Any], endpoints: Endpoints | None = None, **settings: Any
+) -> tuple[Services, MemoryKube]:
+    """The operator's services on an in-memory API; every endpoint a run checks answers."""
     kube = MemoryKube(copy.deepcopy(WORKLOAD), copy.deepcopy(SNAPSHOT), *extra)
-    return Services(kube, OperatorSettings(**settings), RunMetrics()), kube  # type: ignore[arg-type]
+    svc = Services(kube, OperatorSettings(**settings), RunMetrics())  # type: ignore[arg-type]
+    svc.endpoints = EndpointChecks(endpoints or Endpoints())
+    return svc, kube
 
 
 async def step(svc: Services, kube: MemoryKube) -> EvaluationRunStatus:

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from kyai.api import EvaluationRunSpec, EvaluationRunStatus, JudgedPlan, JudgeSpec
+from kyai.api import EvaluationRunSpec, EvaluationRunStatus, JudgedPlan, JudgeSpec, JudgesPlan
 from kyai.builders import evaluation as build
 from kyai.builders import worker_args
 from kyai.controllers import _conditions as c
 from kyai.controllers._references import judge_secrets
 from kyai.controllers._thresholds import threshold_condition
-from kyai.controllers.runkind import Invalid, JobStep, Outcome, Reference, RunContext
+from kyai.controllers.runkind import (
+    EndpointCheck,
+    Invalid,
+    JobStep,
+    Outcome,
+    Reference,
+    RunContext,
+    SecretNeed,
+)
 
 
 def judge_references(judges: list[JudgeSpec]) -> list[Reference]:
@@ -32,6 +40,55 @@ def judge_children(ctx: RunContext, plan: JudgedPlan) -> list[dict[str, Any]]:
     if judges.graders or preprocess:
         wanted.append(build.graders_config_map(ctx.run, judges.graders, preprocess))
     return wanted
+
+
+def _llm_judge(spec: EvaluationRunSpec) -> tuple[str, JudgeSpec] | None:
+    """The run's LLM judge and its field (``spec.judge``, ``spec.judges[1]``), if it names one."""
+    if spec.judge is not None:
+        return ("spec.judge", spec.judge) if spec.judge.type == "llm" else None
+    return next(
+        (
+            (f"spec.judges[{index}]", judge)
+            for index, judge in enumerate(spec.judges or ())
+            if judge.type == "llm"
+        ),
+        None,
+    )
+
+
+def judge_checks(
+    ctx: RunContext, spec: EvaluationRunSpec, judges: JudgesPlan
+) -> tuple[EndpointCheck, ...]:
+    """The run's LLM endpoint (its judge's, or the one model-backed graders call), to check.
+
+    Built-in and other Python graders call nothing. The default judge behind the judge
+    gateway is checked through the gateway's check route (``default_judge_gateway_check``):
+    the same upstream call with the platform's key that a judge pod's ``/v1/models`` makes;
+    without that setting it is left to the judge pod's own check.
+    """
+    llm = judges.llm
+    if llm is None:
+        return ()
+    models = [("model", llm.model)]
+    if spec.embedding_model and judges.graders:
+        models.append(("spec.embeddingModel", spec.embedding_model))
+    if llm.gateway_token is not None:
+        url = ctx.svc.settings.default_judge_gateway_check
+        if url is None:
+            return ()
+        where = "the default judge (through the judge gateway)"
+        return (EndpointCheck("judge", where, url, tuple(models)),)
+    named = _llm_judge(spec)
+    if named is not None and named[1].judge_workload is not None:
+        where = f"the judge Workload {named[1].judge_workload} ({named[0]})"
+    elif named is not None and named[1].llm is not None and named[1].llm.endpoint:
+        where = f"{named[0]}.llm.endpoint"
+    else:
+        where = "the default judge (the operator's KYAI_DEFAULT_JUDGE_ENDPOINT)"
+    key = None
+    if llm.secret is not None:
+        key = SecretNeed("the judge's API key", ctx.namespace, llm.secret.secret, llm.secret.key)
+    return (EndpointCheck("judge", where, llm.endpoint, tuple(models), key),)
 
 
 def judge_step(
@@ -62,6 +119,7 @@ def judge_step(
         results_claim=plan.results_claim,
         secrets=judge_secrets(plan.judges, ctx.namespace),
         children=tuple(children),
+        checks=judge_checks(ctx, spec, plan.judges),
     )
 
 

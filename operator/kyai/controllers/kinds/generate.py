@@ -30,6 +30,7 @@ from kyai.controllers._references import (
     served_by,
 )
 from kyai.controllers.kinds._judging import (
+    judge_checks,
     judge_children,
     judge_references,
     judge_step,
@@ -148,4 +149,7 @@ def generation_step(ctx: RunContext, spec: EvaluationRunSpec, plan: GeneratePlan
         results_claim=plan.results_claim,
         secrets=candidate_secrets(plan.candidate_secret, ctx.namespace),
         children=tuple(children),
+        # Every judge answers before the candidate is asked anything: a dead judge found
+        # after the generation costs its GPU hours.
+        checks=judge_checks(ctx, spec, plan.judges),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from itertools import pairwise
 from typing import Any
 
 from kyai_devcluster import _limits
@@ -416,9 +417,21 @@ def _job(obj: Obj, old: Obj | None) -> list[FieldError]:
         if not explicit:
             # The API server requires the restart policy of a Job's pods to be explicit.
             del pod_spec["restartPolicy"]
+    policy = spec.get("podFailurePolicy")
+    if policy is not None:
+        errors += validate_pod_failure_policy(spec, "spec.podFailurePolicy")
     errors += validate_pod_spec(
         pod_spec, "spec.template.spec", restart_policies=("OnFailure", "Never")
     )
+    restart = pod_spec.get("restartPolicy") if isinstance(pod_spec, dict) else None
+    if policy is not None and restart == "OnFailure":
+        errors.append(
+            FieldError.invalid(
+                "spec.template.spec.restartPolicy",
+                restart,
+                'only "Never" is supported when podFailurePolicy is specified',
+            )
+        )
     errors += _validate_selector_matches(spec, "spec")
     for key in (
         "parallelism",
@@ -436,6 +449,186 @@ def _job(obj: Obj, old: Obj | None) -> list[FieldError]:
             )
     if old is not None and _template_changed(old, spec):
         errors.append(FieldError.invalid("spec.template", "object", "field is immutable"))
+    return errors
+
+
+#: A Job's ``podFailurePolicy``: what its rules may say, and how many (Kubernetes'
+#: pkg/apis/batch/validation: maxPodFailurePolicyRules and its siblings).
+POD_FAILURE_POLICY_ACTIONS = ("Count", "FailIndex", "FailJob", "Ignore")
+ON_EXIT_CODES_OPERATORS = ("In", "NotIn")
+ON_POD_CONDITIONS_STATUSES = ("False", "True", "Unknown")
+_MAX_POLICY_RULES = 20
+_MAX_EXIT_CODE_VALUES = 255
+_MAX_CONDITION_PATTERNS = 20
+
+
+def _valid_values(values: tuple[str, ...]) -> str:
+    """``valid values: %q`` of a sorted Go string slice: ``["A" "B"]``."""
+    return "valid values: [" + " ".join(go_repr(value) for value in values) + "]"
+
+
+def _int32s(values: Any) -> str:
+    """Go's ``%#v`` of an ``[]int32``, as a field error shows a list of exit codes."""
+    if values is None:
+        return "[]int32(nil)"
+    return "[]int32{" + ", ".join(str(value) for value in values) + "}"
+
+
+def _invalid(path: str, rendered: str, detail: str) -> FieldError:
+    """``field.Invalid`` whose value is already rendered (``rendered`` empty: omitted)."""
+    shown = f"Invalid value: {rendered}: " if rendered else "Invalid value: "
+    return FieldError(path, "FieldValueInvalid", shown + detail)
+
+
+def validate_pod_failure_policy(spec: Obj, path: str) -> list[FieldError]:
+    """``validatePodFailurePolicy`` of Kubernetes' Job validation, with its messages.
+
+    Each rule: an action of the four (``FailIndex`` only with ``backoffLimitPerIndex``, which
+    the devcluster never runs: it refuses it, as Kubernetes does without one), exactly one of
+    ``onExitCodes`` and ``onPodConditions``; exit codes unique, ascending, no 0 under ``In``,
+    a ``containerName`` of the template's containers. ``restartPolicy: Never`` is checked by
+    the caller, after the pod template.
+    """
+    policy = spec.get("podFailurePolicy")
+    if not isinstance(policy, dict):
+        return [FieldError.invalid(path, policy, "must be an object")]
+    rules = policy.get("rules")
+    rules_path = f"{path}.rules"
+    if rules is None:
+        rules = []
+    if not isinstance(rules, list):
+        return [FieldError.invalid(rules_path, rules, "must be a list")]
+    errors: list[FieldError] = []
+    if len(rules) > _MAX_POLICY_RULES:
+        errors.append(FieldError.too_many(rules_path, len(rules), _MAX_POLICY_RULES))
+    pod_spec = (spec.get("template") or {}).get("spec")
+    if not isinstance(pod_spec, dict):
+        pod_spec = {}
+    names = {
+        container.get("name")
+        for key in ("containers", "initContainers")
+        for container in pod_spec.get(key) or []
+        if isinstance(container, dict)
+    }
+    for index, rule in enumerate(rules):
+        rule_path = f"{rules_path}[{index}]"
+        if not isinstance(rule, dict):
+            errors.append(FieldError.invalid(rule_path, rule, "must be an object"))
+            continue
+        errors += _validate_policy_rule(spec, rule, rule_path, names)
+    return errors
+
+
+def _validate_policy_rule(spec: Obj, rule: Obj, path: str, names: set[Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    action = rule.get("action")
+    if not action:
+        errors.append(
+            FieldError.required(f"{path}.action", _valid_values(POD_FAILURE_POLICY_ACTIONS))
+        )
+    elif action == "FailIndex":
+        if spec.get("backoffLimitPerIndex") is None:
+            errors.append(
+                FieldError.invalid(
+                    f"{path}.action", action, "requires the backoffLimitPerIndex to be set"
+                )
+            )
+    elif action not in POD_FAILURE_POLICY_ACTIONS:
+        errors.append(
+            FieldError.not_supported(f"{path}.action", action, list(POD_FAILURE_POLICY_ACTIONS))
+        )
+    on_exit_codes = rule.get("onExitCodes")
+    on_conditions = rule.get("onPodConditions") or []
+    if on_exit_codes is not None:
+        errors += _validate_on_exit_codes(on_exit_codes, f"{path}.onExitCodes", names)
+    if on_conditions:
+        errors += _validate_on_pod_conditions(on_conditions, f"{path}.onPodConditions")
+    if on_exit_codes is not None and on_conditions:
+        errors.append(
+            _invalid(path, "", "specifying both OnExitCodes and OnPodConditions is not supported")
+        )
+    if on_exit_codes is None and not on_conditions:
+        errors.append(
+            _invalid(path, "", "specifying one of OnExitCodes and OnPodConditions is required")
+        )
+    return errors
+
+
+def _validate_on_exit_codes(requirement: Any, path: str, names: set[Any]) -> list[FieldError]:
+    if not isinstance(requirement, dict):
+        return [FieldError.invalid(path, requirement, "must be an object")]
+    errors: list[FieldError] = []
+    operator = requirement.get("operator")
+    if not operator:
+        errors.append(
+            FieldError.required(f"{path}.operator", _valid_values(ON_EXIT_CODES_OPERATORS))
+        )
+    elif operator not in ON_EXIT_CODES_OPERATORS:
+        errors.append(
+            FieldError.not_supported(f"{path}.operator", operator, list(ON_EXIT_CODES_OPERATORS))
+        )
+    container = requirement.get("containerName")
+    if container is not None and container not in names:
+        errors.append(
+            FieldError.invalid(
+                f"{path}.containerName",
+                container,
+                "must be one of the container or initContainer names in the pod template",
+            )
+        )
+    values_path = f"{path}.values"
+    values = requirement.get("values")
+    if values is not None and not isinstance(values, list):
+        return [*errors, FieldError.invalid(values_path, values, "must be a list of integers")]
+    if not values:
+        errors.append(_invalid(values_path, _int32s(values), "at least one value is required"))
+        return errors
+    if len(values) > _MAX_EXIT_CODE_VALUES:
+        errors.append(FieldError.too_many(values_path, len(values), _MAX_EXIT_CODE_VALUES))
+    if not all(isinstance(value, int) and not isinstance(value, bool) for value in values):
+        return [*errors, FieldError.invalid(values_path, values, "must be a list of integers")]
+    seen: set[int] = set()
+    for index, value in enumerate(values):
+        value_path = f"{values_path}[{index}]"
+        if operator == "In" and value == 0:
+            errors.append(
+                FieldError.invalid(value_path, value, "must not be 0 for the In operator")
+            )
+        if value in seen:
+            errors.append(FieldError.duplicate(value_path, value))
+        seen.add(value)
+    if any(before > after for before, after in pairwise(values)):
+        errors.append(_invalid(values_path, _int32s(values), "must be ordered"))
+    return errors
+
+
+def _validate_on_pod_conditions(patterns: Any, path: str) -> list[FieldError]:
+    if not isinstance(patterns, list):
+        return [FieldError.invalid(path, patterns, "must be a list")]
+    errors: list[FieldError] = []
+    if len(patterns) > _MAX_CONDITION_PATTERNS:
+        errors.append(FieldError.too_many(path, len(patterns), _MAX_CONDITION_PATTERNS))
+    for index, pattern in enumerate(patterns):
+        where = f"{path}[{index}]"
+        if not isinstance(pattern, dict):
+            errors.append(FieldError.invalid(where, pattern, "must be an object"))
+            continue
+        kind = str(pattern.get("type") or "")
+        errors += [
+            FieldError.invalid(f"{where}.type", kind, message)
+            for message in _limits.qualified_name(kind)
+        ]
+        status = pattern.get("status")
+        if not status:
+            errors.append(
+                FieldError.required(f"{where}.status", _valid_values(ON_POD_CONDITIONS_STATUSES))
+            )
+        elif status not in ON_POD_CONDITIONS_STATUSES:
+            errors.append(
+                FieldError.not_supported(
+                    f"{where}.status", status, list(ON_POD_CONDITIONS_STATUSES)
+                )
+            )
     return errors
 
 

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from kyai._clock import parse_time
 from kyai._json import clone
@@ -629,6 +629,106 @@ class ReplicaSetController(Controller):
             self.store.write_status(replicasets, rs, status)
 
 
+class FinishedPod(NamedTuple):
+    """What the Job controller remembers of a finished pod it has seen."""
+
+    phase: str
+    time: float
+    reason: str
+    message: str
+    #: Whether the failure counts against ``backoffLimit`` (not after an ``Ignore`` rule).
+    counts: bool = True
+    #: The Job's failure message when the pod matched a ``FailJob`` rule.
+    fail_job: str | None = None
+
+
+def _terminated(statuses: Any) -> list[tuple[str, int]]:
+    """(name, exit code) of each terminated container status, in order."""
+    found: list[tuple[str, int]] = []
+    for status in statuses or []:
+        terminated = ((status or {}).get("state") or {}).get("terminated")
+        if isinstance(terminated, dict):
+            found.append((str(status.get("name")), int(terminated.get("exitCode") or 0)))
+    return found
+
+
+def _exit_code_match(pod: Obj, requirement: Obj) -> tuple[str, int] | None:
+    """The first terminated container (app containers, then init ones) meeting ``requirement``.
+
+    As Kubernetes' ``matchOnExitCodes``: a container still running has no exit code to match,
+    and a container that exited 0 is left out whatever the operator.
+    """
+    status = pod.get("status") or {}
+    name = requirement.get("containerName")
+    values = set(requirement.get("values") or [])
+    operator = requirement.get("operator")
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for container, code in _terminated(status.get(key)):
+            if (name is not None and name != container) or code == 0:
+                continue
+            if (operator == "In" and code in values) or (
+                operator == "NotIn" and code not in values
+            ):
+                return container, code
+    return None
+
+
+def _condition_match(pod: Obj, patterns: list[Obj]) -> str | None:
+    """The type of the first pod condition one of ``patterns`` (type and status) matches."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        for pattern in patterns:
+            if (condition.get("type"), condition.get("status")) == (
+                pattern.get("type"),
+                pattern.get("status"),
+            ):
+                return str(condition.get("type"))
+    return None
+
+
+def match_pod_failure_policy(policy: Obj | None, pod: Obj) -> tuple[str | None, bool, str | None]:
+    """(FailJob message, counts against backoffLimit, action) of a failed pod.
+
+    Kubernetes' ``matchPodFailurePolicy`` (pkg/controller/job/pod_failure_policy.go): the
+    rules in order, the first that matches decides; ``Ignore`` does not count the failure,
+    ``FailJob`` fails the Job with the message naming the container, its exit code (or the
+    pod's condition) and the rule's index, ``Count`` counts it as without a policy.
+    ``FailIndex`` counts it too: the devcluster runs no Indexed Job (and its validation
+    refuses ``FailIndex`` without ``backoffLimitPerIndex``, as Kubernetes does).
+    """
+    if not policy:
+        return None, True, None
+    namespace, name = meta(pod).get("namespace", ""), meta(pod).get("name", "")
+    for index, rule in enumerate(policy.get("rules") or []):
+        action = rule.get("action")
+        if action not in ("Ignore", "Count", "FailJob", "FailIndex"):
+            continue  # an unknown action: the rule is skipped, as the API documents
+        if rule.get("onExitCodes") is not None:
+            matched = _exit_code_match(pod, rule["onExitCodes"])
+            if matched is None:
+                continue
+            container, code = matched
+            message = (
+                f"Container {container} for pod {namespace}/{name} failed with exit code "
+                f"{code} matching {action} rule at index {index}"
+            )
+        elif rule.get("onPodConditions"):
+            kind = _condition_match(pod, rule["onPodConditions"])
+            if kind is None:
+                continue
+            message = (
+                f"Pod {namespace}/{name} has condition {kind} matching {action} rule at "
+                f"index {index}"
+            )
+        else:
+            continue
+        if action == "Ignore":
+            return None, False, action
+        if action == "FailJob":
+            return message, True, action
+        return None, True, action
+    return None, True, None
+
+
 class JobController(Controller):
     """Jobs: pods until enough succeed, backoff and ``backoffLimit``, deadlines, TTL."""
 
@@ -640,8 +740,8 @@ class JobController(Controller):
         super().__init__(store)
         self.backoff_seconds = backoff_seconds
         self.max_backoff_seconds = max_backoff_seconds
-        # Finished pods counted per Job uid: pod uid -> (phase, finish time, reason, message).
-        self._counted: dict[str, dict[str, tuple[str, float, str, str]]] = {}
+        # Finished pods seen per Job uid: pod uid -> what was seen (FinishedPod).
+        self._counted: dict[str, dict[str, FinishedPod]] = {}
 
     def keys_for(self, event: Event) -> Iterable[Hashable]:
         namespace = meta(event.obj).get("namespace", "")
@@ -671,17 +771,14 @@ class JobController(Controller):
         pods = self.store.controlled(pods_rt, uid)
         counted = self._counted.setdefault(uid, {})
         for pod in pods:
-            pod_status = pod.get("status") or {}
             if _pod_finished(pod) and meta(pod)["uid"] not in counted:
-                counted[meta(pod)["uid"]] = (
-                    str(pod_status["phase"]),
-                    now,
-                    str(pod_status.get("reason", "")),
-                    str(pod_status.get("message", "")),
-                )
+                counted[meta(pod)["uid"]] = self._finished_pod(spec, pod, now)
         active = [p for p in pods if not _pod_finished(p) and not meta(p).get("deletionTimestamp")]
-        succeeded = sum(1 for phase, *_ in counted.values() if phase == "Succeeded")
-        failed = sum(1 for phase, *_ in counted.values() if phase == "Failed")
+        succeeded = sum(1 for seen in counted.values() if seen.phase == "Succeeded")
+        # Every failure delays the next pod (Kubernetes' backoff record takes them all); only
+        # those no Ignore rule matched count against backoffLimit and in status.failed.
+        failures = [seen for seen in counted.values() if seen.phase == "Failed"]
+        failed = sum(1 for seen in failures if seen.counts)
         conditions: list[Obj] = list(status.get("conditions") or [])
         if _finished(conditions):
             self._after_finish(job, spec, status, active)
@@ -711,11 +808,14 @@ class JobController(Controller):
         backoff_limit = int(spec.get("backoffLimit", 6))
         deadline = spec.get("activeDeadlineSeconds")
         unsupported = next(
-            (info for info in counted.values() if info[2] == UNSUPPORTED_IMAGE), None
+            (info for info in counted.values() if info.reason == UNSUPPORTED_IMAGE), None
         )
+        fail_job = next((seen.fail_job for seen in failures if seen.fail_job), None)
         failure: tuple[str, str] | None = None
         if unsupported is not None:
-            failure = (UNSUPPORTED_IMAGE, unsupported[3])
+            failure = (UNSUPPORTED_IMAGE, unsupported.message)
+        elif fail_job is not None:
+            failure = ("PodFailurePolicy", fail_job)
         elif deadline is not None and elapsed >= float(deadline):
             failure = ("DeadlineExceeded", "Job was active longer than specified deadline")
         elif failed > backoff_limit:
@@ -747,9 +847,11 @@ class JobController(Controller):
         wanted = min(parallelism, completions - succeeded) - len(active)
         if wanted > 0:
             delay = 0.0
-            if failed:
-                last_failure = max(t for phase, t, *_ in counted.values() if phase == "Failed")
-                backoff = min(self.backoff_seconds * 2 ** (failed - 1), self.max_backoff_seconds)
+            if failures:
+                last_failure = max(seen.time for seen in failures)
+                backoff = min(
+                    self.backoff_seconds * 2 ** (len(failures) - 1), self.max_backoff_seconds
+                )
                 delay = last_failure + backoff - now
             if delay > 0:
                 self.enqueue_after(key, delay)
@@ -761,6 +863,23 @@ class JobController(Controller):
         status["active"] = len(active)
         status["ready"] = sum(1 for pod in active if _pod_ready(pod))
         self._write(jobs, job, status, succeeded=succeeded, failed=failed)
+
+    @staticmethod
+    def _finished_pod(spec: Obj, pod: Obj, now: float) -> FinishedPod:
+        """What is kept of a pod seen finished: a failed one matched to ``podFailurePolicy``."""
+        status = pod.get("status") or {}
+        phase = str(status["phase"])
+        counts, fail_job = True, None
+        if phase == "Failed":
+            fail_job, counts, _ = match_pod_failure_policy(spec.get("podFailurePolicy"), pod)
+        return FinishedPod(
+            phase=phase,
+            time=now,
+            reason=str(status.get("reason", "")),
+            message=str(status.get("message", "")),
+            counts=counts,
+            fail_job=fail_job,
+        )
 
     def _after_finish(self, job: Obj, spec: Obj, status: Obj, active: list[Obj]) -> None:
         pods_rt = self.store.type_for(*PODS)
