@@ -3,7 +3,8 @@
 Starts ``kyai devcluster`` (process runtime) in this process, an LLM double as the judge,
 and ``kyai operator`` as a subprocess; applies ``config/samples`` (``kubectl kustomize``),
 adapted to a machine without GPUs or network (see :func:`adapt`); prints the Workload and the
-EvaluationRuns as they move through their phases, and ends with ``kubectl get er``.
+EvaluationRuns as they move through their phases, and ends with ``kubectl get er`` and each
+gated run's verdict (its Passed condition: ``gate: failed (avgScore 0.6667 < 0.9)``).
 
 The served vLLM Workload runs the vLLM stand-in (``python -m kyai_testing.engines``, which the
 devcluster's kubelet runs for vLLM's image) with the EngineArgsSet's real flags. Its answers
@@ -249,6 +250,38 @@ def watch(
     )
 
 
+def gate(run: dict[str, Any]) -> str | None:
+    """``gate: passed (…)`` / ``gate: failed (…)`` from a run's Passed condition (None without).
+
+    A failed gate's message says what was missed (``avgScore 0.6667 < 0.9``); a passed
+    avgScore gate is shown with its figures too (``avgScore 0.9333 ≥ 0.9: every threshold is
+    met``).
+    """
+    status = run.get("status") or {}
+    conditions = status.get("conditions") or []
+    passed = next((c for c in conditions if c.get("type") == "Passed"), None)
+    if passed is None:
+        return None
+    verdict = {"True": "passed", "False": "failed"}.get(passed.get("status"), "unknown")
+    why = passed.get("message") or passed.get("reason") or ""
+    threshold = ((run.get("spec") or {}).get("thresholds") or {}).get("avgScore")
+    score = status.get("avgScore")
+    if verdict == "passed" and threshold is not None and isinstance(score, int | float):
+        why = f"avgScore {score:.4f} ≥ {threshold}: {why}"
+    return f"gate: {verdict} ({why})"
+
+
+def gates(kubeconfig: Path) -> str:
+    """One line per run that has a gate (``spec.thresholds``): its name and :func:`gate`."""
+    listing = json.loads(kubectl(kubeconfig, "get", "er", "-n", NAMESPACE, "-o", "json"))
+    lines = []
+    for run in listing["items"]:
+        verdict = gate(run)
+        if verdict is not None:
+            lines.append(f"{run['metadata']['name']} {verdict}\n")
+    return "".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; 0 when every run finished, 1 when something failed on the way."""
     parser = argparse.ArgumentParser(prog="make demo", description=__doc__.split("\n\n")[0])
@@ -291,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(kubectl(config, "get", "workloads", "-n", NAMESPACE), end="")
                 print("\n$ kubectl get er")
                 print(kubectl(config, "get", "er", "-n", NAMESPACE), end="")
+                print(f"\n{gates(config)}", end="")
     except DemoError as exc:
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1

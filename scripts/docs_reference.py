@@ -3,7 +3,7 @@
 ``mkdocs.yml`` names this file under ``hooks:``; :func:`on_files` adds three pages that exist
 only in the built site, never in Git, so they cannot go stale:
 
-* ``reference/crds.md``: every field of the five kinds, from the CRDs that ``make crds``
+* ``reference/crds.md``: every field of the six kinds, from the CRDs that ``make crds``
   writes, generated from the pydantic models of ``operator/kyai/api`` (name, type, default,
   description);
 * ``reference/cli.md``: every ``kyai`` command, subcommand and flag, from
@@ -133,7 +133,7 @@ def crd_page() -> str:
         f"# {PAGES['reference/crds.md']}",
         "",
         _GENERATED.format(source="kyai.api.custom_resource_definitions()"),
-        "Every field of the five kinds (`kyai.io`), read from the same CRDs that `make crds` "
+        "Every field of the six kinds (`kyai.io`), read from the same CRDs that `make crds` "
         "writes into `crds/`, which are generated from the pydantic models in "
         "`operator/kyai/api`. A path `a.b[]` is an item of the array `a.b`; `<key>` is any "
         "key of a map. What the fields mean together is on the pages of the how-to guides "
@@ -317,10 +317,11 @@ def metrics_page() -> str:
     """Every series of the operator's and the judge gateway's ``/metrics``."""
     from kyai.controllers.leader import leader_gauge
     from kyai.gateway._metrics import GatewayMetrics
-    from kyai.metrics import RunMetrics, SweepMetrics
+    from kyai.metrics import RunMetrics, ScheduleMetrics, SweepMetrics
 
     operator = RunMetrics()  # as kyai.manager builds it
     SweepMetrics(registry=operator.registry)
+    ScheduleMetrics(registry=operator.registry)
     leader_gauge(operator.registry)
     gateway = GatewayMetrics(in_flight=dict)
     lines = [

@@ -42,3 +42,19 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{value} is not positive")
     return value
+
+
+def non_negative_float(text: str) -> float:
+    """A number of at least 0 (a sampling temperature)."""
+    value = number(text, float)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def probability(text: str) -> float:
+    """A number above 0 and at most 1 (nucleus sampling's ``top_p``)."""
+    value = number(text, float)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{value} is not above 0 and at most 1")
+    return value

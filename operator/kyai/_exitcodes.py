@@ -22,8 +22,7 @@ MEANINGS: dict[int, str] = {
     EXIT_FAILURE: "an unexpected failure",
     EXIT_USAGE: "bad input: a flag, a file, a run directory",
     EXIT_UNREACHABLE: "a server cannot be reached or is configured so that no request can succeed",
-    EXIT_GATE_FAILED: "a quality gate failed (--fail-under, --max-error-rate, --threshold, "
-    "--non-inferiority)",
+    EXIT_GATE_FAILED: "a quality gate failed",
     EXIT_INTERRUPTED: "interrupted (SIGINT, Ctrl-C)",
 }
 
@@ -55,10 +54,21 @@ COMMAND_CODES: dict[str, tuple[int, ...]] = {
     ),
     # Serves until SIGTERM/SIGINT (then 0); bad settings are 2.
     "judge-gateway": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE),
+    # Sets an annotation: the schedule missing is bad input, the API server unreachable 3.
+    "run-now": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED),
     # Reads files only: no server to reach.
     "compare": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_GATE_FAILED, EXIT_INTERRUPTED),
 }
 _DEFAULT_CODES = (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED)
+
+#: The gates of each sub-command that exits with :data:`EXIT_GATE_FAILED`: its ``--help``
+#: names its own, never another command's.
+GATES: dict[str, tuple[str, ...]] = {
+    "run": ("--fail-under", "--max-error-rate"),
+    "judge": ("--fail-under", "--max-error-rate"),
+    "lm-eval": ("--threshold",),
+    "compare": ("--non-inferiority",),
+}
 
 
 def exit_codes_epilog(command: str) -> str:
@@ -67,6 +77,9 @@ def exit_codes_epilog(command: str) -> str:
     meanings = dict(MEANINGS)
     if EXIT_GATE_FAILED in codes:
         meanings[EXIT_OK] = "success, whatever the score when no gate is set"
+        gates = GATES.get(command)
+        if gates:
+            meanings[EXIT_GATE_FAILED] += f" ({', '.join(gates)})"
     lines = ["exit status:"]
     lines += [f"  {code:<4} {meanings[code]}" for code in codes]
     return "\n".join(lines)

@@ -61,6 +61,10 @@ COMMANDS: dict[str, Command] = {
         "kyai.compare",
         "is a candidate run really better or worse than a baseline run? (paired tests)",
     ),
+    "run-now": Command(
+        "kyai.schedule_cli",
+        "ask an EvaluationSchedule for a run now (the kyai.io/run-now annotation)",
+    ),
     "view": Command(
         "kyai.view.cli",
         "serve a local web page of runs: scores, ranks, two runs side by side, questions",

@@ -14,6 +14,7 @@ KINDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "Snapshot": ("snapshots", "snapshot", ("snap",)),
     "EvaluationRun": ("evaluationruns", "evaluationrun", ("er",)),
     "EvaluationSweep": ("evaluationsweeps", "evaluationsweep", ("esw", "sweep")),
+    "EvaluationSchedule": ("evaluationschedules", "evaluationschedule", ("esched",)),
 }
 
 #: The category ``kubectl get kyai`` lists.
@@ -31,6 +32,12 @@ LABEL_SNAPSHOT = f"{GROUP}/snapshot"
 LABEL_PHASE = f"{GROUP}/phase"
 #: On an EvaluationSweep's runs, derived Workloads and table ConfigMap: the sweep's name.
 LABEL_SWEEP = f"{GROUP}/sweep"
+#: On the runs an EvaluationSchedule makes: the schedule's name.
+LABEL_SCHEDULE = f"{GROUP}/schedule"
+#: On those runs: why the run was made (schedule, change, request).
+ANNOTATION_SCHEDULE_TRIGGER = f"{GROUP}/schedule-trigger"
+#: On an EvaluationSchedule: make a run now (any value; the operator acts once and removes it).
+ANNOTATION_RUN_NOW = f"{GROUP}/run-now"
 #: On a sweep's run: the hash of its cell (workload, engine-args set, snapshot).
 LABEL_SWEEP_CELL = f"{GROUP}/sweep-cell"
 #: On a sweep's derived Workload (and its runs): the hash of (workload, engine-args set).

@@ -44,6 +44,7 @@ from pydantic import ValidationError
 from kyai import __version__
 from kyai._clock import parse_time
 from kyai.api import EvaluationRunStatus, ServerServing, ServingStatus
+from kyai.api.evaluationschedule import EvaluationScheduleStatus
 from kyai.api.evaluationsweep import EvaluationSweepStatus
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,8 @@ def run_view(body: Mapping[str, Any]) -> RunView:
     labels = (
         str(meta.get("namespace", "")),
         str(meta.get("name", "")),
-        str((spec.get("workloadRef") or {}).get("name", "")),
+        # A re-judge names no Workload: its status carries its source run's.
+        str((spec.get("workloadRef") or {}).get("name") or status.workload or ""),
         status.model or "",
         status.framework or "",
         status.dataset or "",
@@ -536,3 +538,127 @@ class SweepMetrics(Collector):
         with self._lock:
             sweeps = dict(self._sweeps)
         yield sweep_cells_family(sweeps)
+
+
+#: ``kyai_schedule_runs_total``'s outcomes (``status.runs`` keys).
+SCHEDULE_OUTCOMES = ("succeeded", "failed")
+
+
+@dataclass(frozen=True)
+class ScheduleFigures:
+    """What ``/metrics`` shows of one EvaluationSchedule (from its spec and status)."""
+
+    last_score: float | None
+    last_run: float | None
+    last_success: float | None
+    period: float | None
+    suspended: bool
+    regressed: bool | None
+    change: float | None
+    runs: Mapping[str, int]
+
+
+def schedule_figures(body: Mapping[str, Any]) -> tuple[tuple[str, str], ScheduleFigures]:
+    """((namespace, schedule), its figures); an unreadable status shows none (logged)."""
+    meta = body.get("metadata", {})
+    key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+    try:
+        status = EvaluationScheduleStatus.model_validate(body.get("status") or {})
+    except ValidationError as exc:
+        log.warning("Unreadable status of an EvaluationSchedule, metrics left out: %s", exc)
+        status = EvaluationScheduleStatus()
+    finished = [entry for entry in status.history or () if entry.finished_at]
+    last_run = parse_time(finished[-1].finished_at) if finished else None
+    last_success = parse_time(status.last_successful_time)
+    figures = ScheduleFigures(
+        last_score=status.last_score,
+        last_run=None if last_run is None else last_run.timestamp(),
+        last_success=None if last_success is None else last_success.timestamp(),
+        period=status.period_seconds,
+        suspended=bool((body.get("spec") or {}).get("suspend")),
+        regressed=status.regressed,
+        change=status.change,
+        runs=dict(status.runs or {}),
+    )
+    return key, figures
+
+
+#: The gauges of a schedule: (name, help, the figure).
+_SCHEDULE_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("kyai_schedule_last_score", "The newest finished run's avgScore.", "last_score"),
+    ("kyai_schedule_last_run_timestamp_seconds", "When the newest run finished (Unix time).",
+     "last_run"),
+    ("kyai_schedule_last_success_timestamp_seconds", "When a run last succeeded (Unix time).",
+     "last_success"),
+    ("kyai_schedule_period_seconds", "Seconds between two cron times of the schedule.", "period"),
+    ("kyai_schedule_change",
+     "The newest finished run's score minus its baseline's (a fraction of the score scale).",
+     "change"),
+)  # fmt: skip
+
+
+def schedule_families(
+    schedules: Mapping[tuple[str, str], ScheduleFigures],
+) -> Iterator[Metric]:
+    """The ``kyai_schedule_*`` families: a handful of series per schedule (bounded)."""
+    labels = ("namespace", "schedule")
+    for name, help_text, attribute in _SCHEDULE_GAUGES:
+        family = GaugeMetricFamily(name, help_text, labels=labels)
+        for key, figures in sorted(schedules.items()):
+            value = getattr(figures, attribute)
+            if value is not None:
+                family.add_metric(key, float(value))
+        yield family
+    suspended = GaugeMetricFamily(
+        "kyai_schedule_suspended", "1 while the schedule is suspended.", labels=labels
+    )
+    regressed = GaugeMetricFamily(
+        "kyai_schedule_regressed",
+        "1 when the newest finished run is shown worse than the baseline by more than the "
+        "margin (0: not shown worse; absent: not compared).",
+        labels=labels,
+    )
+    runs = CounterMetricFamily(
+        "kyai_schedule_runs",
+        "Runs of the schedule that finished, by outcome (succeeded, failed).",
+        labels=(*labels, "outcome"),
+    )
+    for key, figures in sorted(schedules.items()):
+        suspended.add_metric(key, 1.0 if figures.suspended else 0.0)
+        if figures.regressed is not None:
+            regressed.add_metric(key, 1.0 if figures.regressed else 0.0)
+        for outcome in SCHEDULE_OUTCOMES:
+            runs.add_metric((*key, outcome), float(figures.runs.get(outcome, 0)))
+    yield suspended
+    yield regressed
+    yield runs
+
+
+class ScheduleMetrics(Collector):
+    """The ``kyai_schedule_*`` series from the schedules the operator sees.
+
+    Register it on the operator's registry: ``ScheduleMetrics(registry=run_metrics.registry)``.
+    """
+
+    def __init__(self, *, registry: CollectorRegistry | None = None) -> None:
+        self._schedules: dict[tuple[str, str], ScheduleFigures] = {}
+        self._lock = threading.Lock()
+        if registry is not None:
+            registry.register(self)
+
+    def observe(self, body: Mapping[str, Any]) -> None:
+        """Record a schedule's current figures."""
+        key, figures = schedule_figures(body)
+        with self._lock:
+            self._schedules[key] = figures
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop a deleted schedule's series."""
+        with self._lock:
+            self._schedules.pop((namespace, name), None)
+
+    def collect(self) -> Iterator[Metric]:
+        """The families, at scrape time."""
+        with self._lock:
+            schedules = dict(self._schedules)
+        yield from schedule_families(schedules)

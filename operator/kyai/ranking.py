@@ -59,6 +59,8 @@ class Entry:
     ttft_p50_ms: float | None = None
     #: Output tokens per second the engine delivered in the generation phase; None: unknown.
     output_tokens_per_second: float | None = None
+    #: The hash of the EngineArgsSet's spec the engine ran with (the run's status); None: unknown.
+    engine_args_hash: str | None = None
     #: Per-question scores in row order (what ranks are computed from); None when unknown.
     scores: tuple[float, ...] | None = field(default=None, repr=False, compare=False)
     #: The row ids of those scores in row order (from judgements.jsonl); None when unknown.
@@ -221,7 +223,13 @@ def _check_same_rows(key: str, entries: Sequence[Entry]) -> None:
 def entry_from_run(
     run: Mapping[str, Any], engine_args_sets: Mapping[tuple[str, str], str] | None = None
 ) -> Entry | None:
-    """A succeeded EvaluationRun as an entry; None for a run that has no score (yet)."""
+    """A succeeded EvaluationRun as an entry; None for a run that has no score (yet).
+
+    Its EngineArgsSet is the one its status recorded when it started
+    (``status.engineArgsSet``, with ``engineArgsHash``); for a run written before the status
+    held it, a sweep cell's annotation ``kyai.io/sweep-engine-args-set``, else the set its
+    Workload names now (``engine_args_sets``, by (namespace, Workload)).
+    """
     from pydantic import ValidationError
 
     from kyai.api import EvaluationRunStatus, ScoresError
@@ -250,7 +258,7 @@ def entry_from_run(
         workload=workload,
         model=status.model or "",
         framework=status.framework or "",
-        engine_args_set=(engine_args_sets or {}).get((namespace, workload), ""),
+        engine_args_set=_engine_args_set(run, status, engine_args_sets or {}, workload),
         dataset=status.dataset or "",
         comparison_key=status.comparison_key,
         avg_score=float(status.avg_score),
@@ -260,12 +268,31 @@ def entry_from_run(
         completed_at=status.completed_at,
         ttft_p50_ms=_status_serving(status)[0],
         output_tokens_per_second=_status_serving(status)[1],
+        engine_args_hash=status.engine_args_hash,
         scores=scores,
         stored_interval=_status_interval(status, where),
         source=where,
         dataset_sha256=status.dataset_sha256,
         scores_unavailable=unavailable,
     )
+
+
+def _engine_args_set(
+    run: Mapping[str, Any],
+    status: EvaluationRunStatus,
+    by_workload: Mapping[tuple[str, str], str],
+    workload: str,
+) -> str:
+    """The run's EngineArgsSet: its status's, else its sweep cell's, else its Workload's now."""
+    from kyai.constants import ANNOTATION_SWEEP_ENGINE_ARGS_SET
+
+    if status.engine_args_set:
+        return status.engine_args_set
+    meta = run.get("metadata") or {}
+    annotated = (meta.get("annotations") or {}).get(ANNOTATION_SWEEP_ENGINE_ARGS_SET)
+    if annotated:
+        return str(annotated)
+    return by_workload.get((str(meta.get("namespace", "")), workload), "")
 
 
 def _status_interval(status: EvaluationRunStatus, where: str) -> Interval | None:

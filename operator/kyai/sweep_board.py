@@ -29,6 +29,8 @@ COLUMNS: tuple[str, ...] = (
     "SCORE",
     "95%-INTERVAL",
     "DELTA",
+    "DELTA-INTERVAL",
+    "PAIRED",
     "P-VALUE",
     "NON-INFERIOR",
     "TTFT-P50-MS",
@@ -92,6 +94,20 @@ def _p_value(row: SweepRow) -> str:
     return "-" if row.p_value is None else f"{row.p_value:.3g} {row.test or ''}".strip()
 
 
+def _delta_interval(row: SweepRow) -> str:
+    interval = row.delta_interval
+    if interval is None:
+        return NOT_ESTIMABLE if row.estimable is False else "-"
+    return f"{interval.low:+.4f} to {interval.high:+.4f}"
+
+
+def _note(row: SweepRow) -> str:
+    """The row's note, and why it is not non-inferior (``nonInferiorReason``)."""
+    reason = row.non_inferior_reason
+    parts = [row.note, None if reason is None else f"not non-inferior: {reason}"]
+    return "; ".join(part for part in parts if part) or "-"
+
+
 def row_cells(row: SweepRow) -> list[str]:
     """A row as the table shows it, one cell per column of :data:`COLUMNS`."""
     interval = row.interval
@@ -110,12 +126,14 @@ def row_cells(row: SweepRow) -> list[str]:
         _number(row.avg_score, 4),
         shown,
         "-" if row.delta is None else f"{row.delta:+.4f}",
+        _delta_interval(row),
+        "-" if row.paired_questions is None else str(row.paired_questions),
         verdict or _p_value(row),
         (verdict or flags[row.non_inferior]) + (" (baseline)" if row.baseline else ""),
         _number(row.ttft_p50_ms, 1),
         _number(row.output_tokens_per_second, 1),
         {True: "*", False: "", None: "-"}[row.pareto] or "-",
-        row.note or "-",
+        _note(row),
     ]
 
 
@@ -143,9 +161,12 @@ def footer() -> list[str]:
     return [
         f"RANK: within a Snapshot and comparison key, {RANKING_METHOD} (alpha 0.05); "
         "equal ranks: no test separates them.",
-        "DELTA, P-VALUE, NON-INFERIOR: against the baseline cell of the same Snapshot "
-        "(paired; 95 % interval: Bonett-Price for 0/1 scores, else t), when the sweep names a "
-        f"baseline; {NOT_ESTIMABLE}: no interval can be estimated, so no verdict (NOTE says why).",
+        "DELTA, DELTA-INTERVAL, PAIRED, P-VALUE, NON-INFERIOR: against the baseline cell of "
+        "the same Snapshot, when the sweep names a baseline: DELTA = the mean of the paired "
+        "differences (cell - baseline) on PAIRED questions, DELTA-INTERVAL its 95 % interval "
+        "(Bonett-Price for 0/1 scores, else t), NON-INFERIOR yes when that interval's low end "
+        "is above -margin (a no: NOTE says by how much, in points = score x 100); "
+        f"{NOT_ESTIMABLE}: no interval can be estimated, so no verdict (NOTE says why).",
     ]
 
 

@@ -8,10 +8,12 @@ and let ``--strict`` pass them (the Makefile's command is checked).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -20,9 +22,19 @@ ROOT = Path(__file__).resolve().parents[2]
 MKDOCS = Path(sys.executable).parent / "mkdocs"
 
 
+def mkdocs_config() -> dict[str, Any]:
+    """mkdocs.yml read as MkDocs reads it (its ``extra:`` holds a Python tag)."""
+    from mkdocs.utils.yaml import get_yaml_loader
+
+    loaded: dict[str, Any] = yaml.load(  # the project's own file, with MkDocs' loader
+        (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=get_yaml_loader()
+    )
+    return loaded
+
+
 def site(tmp_path: Path, page: str) -> Path:
     """A site of two pages (index.md holding ``page``, other.md) with mkdocs.yml's validation."""
-    validation = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["validation"]
+    validation = mkdocs_config()["validation"]
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "index.md").write_text(f"# Home\n\n{page}\n", encoding="utf-8")
@@ -76,3 +88,21 @@ def test_make_docs_builds_strictly_and_shows_its_warnings() -> None:
     (command,) = [line for line in makefile.splitlines() if "mkdocs build" in line]
     assert "--strict" in command and "--quiet" not in command and " -q" not in command
     assert re.search(r"^test: .*\bdocs\b", makefile, re.MULTILINE), "make test runs make docs"
+
+
+@pytest.mark.skipif(not MKDOCS.exists(), reason="mkdocs is in the dev extra")
+def test_a_plain_strict_build_prints_no_end_of_life_banner(tmp_path: Path) -> None:
+    # Run as anyone would, without the Makefile's NO_MKDOCS_2_WARNING (a test that loaded
+    # mkdocs.yml in this process has set it here: it is taken out).
+    env = {key: value for key, value in os.environ.items() if key != "NO_MKDOCS_2_WARNING"}
+    result = subprocess.run(
+        [str(MKDOCS), "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
+    said = result.stdout + result.stderr
+    assert "Building documentation" in said, said  # the theme was loaded
+    assert "end of life" not in said and "NO_MKDOCS_2_WARNING" not in said, said

@@ -58,7 +58,7 @@ def dataset(tmp_path: Path) -> Path:
     return path
 
 
-def generate(double: LLMDouble, dataset: Path, out: Path, *extra: str) -> int:
+def generate(double: LLMDouble, dataset: Path, out: Path, *extra: str, quiet: bool = True) -> int:
     return main(
         [
             "generate",
@@ -76,7 +76,7 @@ def generate(double: LLMDouble, dataset: Path, out: Path, *extra: str) -> int:
             "1",
             "--output",
             str(out),
-            "--quiet",
+            *(["--quiet"] if quiet else []),
             *extra,
         ]
     )
@@ -152,6 +152,48 @@ def test_retry_errors_reasks_errored_rows_only_with_the_flag(
     before = len(double.requests)
     assert generate(double, dataset, out, "--retry-errors") == 0
     assert asked(double, before) == []
+
+
+def test_a_run_into_a_directory_holding_answers_says_it_resumes(
+    double: LLMDouble, dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``resuming: K of N rows already stored in DIR`` on stderr: K the rows not asked again."""
+    out = tmp_path / "gen"
+    assert generate(double, dataset, out, quiet=False) == 0  # Peru's answer: an error
+    assert "resuming" not in capsys.readouterr().err  # a fresh directory: nothing to resume
+
+    # The errored row is stored too: without --retry-errors every row is kept.
+    assert generate(double, dataset, out, quiet=False) == 0
+    err = capsys.readouterr().err
+    assert f"kyai generate: resuming: 4 of 4 rows already stored in {out}\n" in err, err
+    assert "generated 0 of 4 rows" in err, err
+    # With it, the errored row is asked again: 3 kept.
+    assert generate(double, dataset, out, "--retry-errors", quiet=False) == 0
+    err = capsys.readouterr().err
+    assert f"kyai generate: resuming: 3 of 4 rows already stored in {out}\n" in err, err
+    assert "generated 1 of 4 rows" in err, err
+    # A progress line: --quiet silences it (kyai generate's result line stays).
+    assert generate(double, dataset, out) == 0
+    err = capsys.readouterr().err
+    assert "resuming" not in err and "generated 0 of 4 rows" in err, err
+
+    # kyai run says it too, before its result line; another model's directory is not resumed.
+    run_args = [
+        "run", "--endpoint", double.url, "--model", "cand", "--dataset", str(dataset),
+        "--generation-prompt", GEN_PROMPT, "--judge-endpoint", double.url,
+        "--judge-model", "judge", "--judge-prompt", JUDGE_PROMPT,
+    ]  # fmt: skip
+    ran = tmp_path / "ran"
+    assert main([*run_args, "--output", str(ran)]) == 0
+    assert "resuming" not in capsys.readouterr().err
+    assert main([*run_args, "--output", str(ran)]) == 0
+    err = capsys.readouterr().err
+    assert f"kyai run: resuming: 4 of 4 rows already stored in {ran}\n" in err, err
+    other = [*run_args, "--output", str(ran)]
+    other[other.index("cand")] = "judge"
+    assert main(other) == 2  # refused: nothing is resumed, nothing said of it
+    err = capsys.readouterr().err
+    assert "resuming" not in err and "already holds generations of another run" in err, err
 
 
 def test_a_complete_last_record_without_its_newline_is_redone_never_glued(

@@ -11,6 +11,7 @@ documentation site"); a file with a marked block that is not listed fails a test
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -33,9 +34,12 @@ RUNNABLE = (
     "docs/how-to/evaluate-a-served-model.md",
 )
 #: The fixed addresses and paths the README's blocks use (the operator's metrics and health
-#: ports are its defaults, 8080 and 8081; 8002: the offline walk's LLM double).
+#: ports are its defaults, 8080 and 8081; 8002: the offline walk's LLM double). The offline
+#: walk works in a new directory (``mktemp -d``), which it names last: "the walk's files: DIR".
 PORTS = (6443, 8000, 8001, 8002, 8080, 8081)
-PATHS = (Path("/tmp/kyai-dc"), Path("/tmp/kyai.kubeconfig"), Path("/tmp/kyai-walk"))
+PATHS = (Path("/tmp/kyai-dc"), Path("/tmp/kyai.kubeconfig"))
+OFFLINE_WALK = "docs/how-to/evaluate-a-served-model.md"
+WALK_DIR = re.compile(r"^the walk's files: (\S+)$", re.MULTILINE)
 
 
 def runnable_blocks(text: str) -> list[str]:
@@ -115,6 +119,8 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     finally:
         stop(process)
     output = log.read_text(errors="replace")
+    for walked in WALK_DIR.findall(output):
+        shutil.rmtree(walked, ignore_errors=True)
     assert code == 0, output[-6000:]
     # The samples' two runs (the run and its re-judge) succeeded, as `kubectl get` shows.
     phases = dict(re.findall(r"^evaluationrun\.kyai\.io/(\S+)\s+(Pending|Generating|"
@@ -126,6 +132,64 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     assert "Qwen/Qwen3-0.6B" in output  # the engine stand-in's /v1/models
     assert "qwen3-8b-vllm" in output  # the leaderboard's entry
     check_the_walk_shows_figures(output)
+
+
+def run_offline_walk(tmp_path: Path, name: str) -> tuple[str, Path]:
+    """Run the offline walk's block alone (its new directory under ``tmp_path``).
+
+    Returns its output and the directory it worked in; its LLM double is stopped.
+    """
+    (block,) = [
+        block
+        for block in runnable_blocks((ROOT / OFFLINE_WALK).read_text(encoding="utf-8"))
+        if "kyai_testing.llm_double" in block
+    ]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    log = tmp_path / f"{name}.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            ["bash", "-c", f"set -euo pipefail\n{block}\n"],
+            cwd=ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+    try:
+        code = process.wait(timeout=90)
+    finally:
+        stop(process)
+    output = log.read_text(errors="replace")
+    assert code == 0, output[-4000:]
+    walked = WALK_DIR.findall(output)
+    assert len(walked) == 1, output[-4000:]
+    return output, Path(walked[0])
+
+
+@pytest.mark.timeout(240)
+def test_a_second_offline_walk_never_meets_the_first_one_s_results(tmp_path: Path) -> None:
+    """Issue 43: a walk into a fixed directory resumed an earlier walk's run there, silently.
+
+    The first walk's answers are then spoiled (every one a wrong city): the second walk works
+    elsewhere and shows the walk's own figures.
+    """
+    assert not port_in_use(8002), "the offline walk's port 8002 is in use: stop what holds it"
+    first, walked = run_offline_walk(tmp_path, "first")
+    assert walked.parent == tmp_path and "avg_score=0.8333 count=6 errors=0" in first, first
+    logs = sorted(walked.glob("out/*/generations.jsonl"))
+    assert len(logs) == 2, logs
+    for path in logs:
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        spoiled = [{**record, "content": "Lagos"} for record in records]
+        path.write_text("".join(json.dumps(record) + "\n" for record in spoiled), "utf-8")
+
+    second, walked_again = run_offline_walk(tmp_path, "second")
+    assert walked_again != walked
+    assert "avg_score=0.8333 count=6 errors=0" in second, second[-4000:]
+    assert "avg_score=0.3333 count=6 errors=0" in second, second[-4000:]
+    assert "resuming" not in second, second[-4000:]
 
 
 def table_row(output: str, sweep: str, workload: str) -> list[str]:

@@ -32,7 +32,7 @@ from kyai.cli import main as kyai
 from kyai_testing.paired_runs import MARKUP, make_paired_runs
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page, Route
+    from playwright.sync_api import Browser, FloatRect, Locator, Page, Route
 
 CHROMIUM = os.environ.get("KYAI_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -117,6 +117,34 @@ def open_page(browser: Browser, url: str) -> tuple[Page, list[str]]:
     return page, errors
 
 
+def box(locator: Locator) -> FloatRect:
+    """Where an element is drawn (it must be)."""
+    drawn = locator.bounding_box()
+    assert drawn is not None, locator
+    return drawn
+
+
+def check_the_toolbar_covers_no_data(page: Page) -> None:
+    """Plotly's toolbar (its modebar, top right, shown on hover) lies above every chart's plot
+    area, clear of every marker and interval (issue 43: it covered the forest plot's top one)."""
+    charts = page.locator(".chart").all()
+    assert charts
+    for chart in charts:
+        chart.hover()
+        bar = box(chart.locator(".modebar"))
+        area = box(chart.locator(".nsewdrag").first)  # the plot area: where data is drawn
+        assert bar["y"] + bar["height"] <= area["y"], (chart.get_attribute("id"), bar, area)
+        for item in chart.locator(".point, .errorbar").all():
+            drawn = box(item)
+            apart = (
+                drawn["x"] >= bar["x"] + bar["width"]
+                or bar["x"] >= drawn["x"] + drawn["width"]
+                or drawn["y"] >= bar["y"] + bar["height"]
+                or bar["y"] >= drawn["y"] + drawn["height"]
+            )
+            assert apart, (chart.get_attribute("id"), bar, drawn)
+
+
 def check_page(page: Page, errors: list[str], expected: dict[str, Any], shots: Path) -> None:
     """The checks both commands' pages pass."""
     assert errors == []
@@ -127,6 +155,7 @@ def check_page(page: Page, errors: list[str], expected: dict[str, Any], shots: P
     assert page.locator("#runs-table .score").all_text_contents() == expected["scores"]
     assert page.locator("#pair-discordant-count").text_content() == str(expected["discordant"])
     assert page.locator("#pair-list article").count() == expected["discordant"]
+    check_the_toolbar_covers_no_data(page)
     page.screenshot(path=str(shots / "page.png"), full_page=True)
 
     first = page.locator("#pair-list article header").first.text_content() or ""
@@ -207,7 +236,7 @@ def sweep_objects() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             SweepRow(
                 cell=name, workload=f"qwen-{name}", snapshot="mmlu", run=f"pick-{name}",
                 phase="Succeeded", avg_score=right / 100, rank=rank, ttft_p50_ms=ttft,
-                pareto=pareto, comparison_key="key-a",
+                pareto=pareto, comparison_key="key-a", baseline=(name == "int4") or None,
             )
         )  # fmt: skip
         status = EvaluationRunStatus(
@@ -249,6 +278,13 @@ def test_a_sweep_page_draws_its_pareto_front_and_says_what_it_cannot_reach(
         notices = page.locator("#notices li").all_text_contents()
         assert len(notices) == 3 and all("not reachable from here" in text for text in notices)
         assert page.locator("#q-none").count() == 1  # no run's questions: said, not hidden
+        # Issue 43: two runs side by side start from the sweep's baseline (int4, ranked last),
+        # so the difference has the sign of the sweep's DELTA (cell - baseline).
+        assert page.locator("#pair-baseline option:checked").text_content() == "pick-int4"
+        assert page.locator("#pair-candidate option:checked").text_content() == "pick-bf16"
+        difference = page.locator('[data-figure="difference"]').text_content() or ""
+        assert difference.startswith("+20.0 points"), difference
+        check_the_toolbar_covers_no_data(page)
         page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
         assert errors == []
     finally:

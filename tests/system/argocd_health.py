@@ -1,4 +1,4 @@
-"""Argo CD's health checks of the five kinds, run with a real Lua runtime (lupa).
+"""Argo CD's health checks of the six kinds, run with a real Lua runtime (lupa).
 
 Argo CD runs ``health.lua`` with gopher-lua (Lua 5.1) and ``obj`` set to the object; the
 script returns a table with ``status`` and ``message``. lupa embeds the reference Lua, which
@@ -14,7 +14,14 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CUSTOMIZATIONS = ROOT / "config" / "argocd" / "resource_customizations" / "kyai.io"
-KINDS = ("EvaluationRun", "Workload", "Snapshot", "EngineArgsSet", "EvaluationSweep")
+KINDS = (
+    "EvaluationRun",
+    "Workload",
+    "Snapshot",
+    "EngineArgsSet",
+    "EvaluationSweep",
+    "EvaluationSchedule",
+)
 
 
 def _to_lua(runtime: Any, value: Any) -> Any:

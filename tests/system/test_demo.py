@@ -43,4 +43,8 @@ def test_make_demo_serves_the_samples_and_prints_the_scored_run(
     table = out.split("$ kubectl get er", 1)[1]
     assert re.search(r"qwen3-8b-capitals\s+Succeeded\s+0\.666667\s", table), table
     assert re.search(r"qwen3-8b-capitals-rejudge\s+Succeeded\s+0\.666667\s", table), table
+    # The sample's gate (avgScore 0.9) was missed: the PASSED column and the demo's last word.
+    assert re.search(r"qwen3-8b-capitals\s+Succeeded\s+0\.666667\s+False\s", table), table
+    assert "qwen3-8b-capitals gate: failed (avgScore 0.6667 < 0.9)\n" in table, table
+    assert "qwen3-8b-capitals-rejudge gate" not in table  # no spec.thresholds, no gate
     assert "hf_demo" not in out and "api-key: demo" not in out

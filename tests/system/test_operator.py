@@ -137,11 +137,14 @@ def test_run_succeeds_with_the_cli_score_and_metrics(
     assert snap.rows == 4 and snap.sha256 is not None and len(snap.sha256) == 64
     assert status.dataset_sha256 == snap.sha256
     table = kubectl.run("get", "er", "first", "-n", namespace).stdout
-    # Phase, score, latency, workload, snapshot, then the Ready reason (WaitingForQuota while
-    # Kueue holds a Job).
-    assert re.search(r"first\s+Succeeded\s+0\.5\s+[\d.]+\s+cand\s+capitals\s+Succeeded", table), (
-        table
-    )
+    # Phase, score, the gates' verdict (it missed avgScore 0.9), latency, workload, snapshot,
+    # then the Ready reason (WaitingForQuota while Kueue holds a Job).
+    assert re.search(
+        r"NAME\s+PHASE\s+SCORE\s+PASSED\s+LATENCY-MS\s+WORKLOAD\s+SNAPSHOT\s+REASON\s+AGE", table
+    ), table
+    assert re.search(
+        r"first\s+Succeeded\s+0\.5\s+False\s+[\d.]+\s+cand\s+capitals\s+Succeeded", table
+    ), table
     metrics = operator.metrics()
     line = next(
         (

@@ -36,7 +36,8 @@ from typing import Any
 import pytest
 
 from kyai import stats
-from kyai.api import EvaluationRunStatus, EvaluationSweepStatus
+from kyai.api import EngineArgsSetSpec, EvaluationRunStatus, EvaluationSweepStatus
+from kyai.builders import engine_args_hash
 from kyai.cli import main as kyai_main
 from kyai_devcluster import DevClusterThread
 from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
@@ -329,7 +330,7 @@ def test_three_endpoint_workloads_rank_within_parallelism(
 
 def test_served_workload_times_two_engine_args_sets(
     kubectl: Kubectl, operator: Operator, sweep_double: LLMDouble, namespace: str,
-    watches: list[Watch],
+    watches: list[Watch], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     kubectl.apply(snapshot("capitals", namespace, CAPITALS), *served_objects(namespace))
     workloads = watch(watches, kubectl, "workloads", namespace)
@@ -364,6 +365,31 @@ def test_served_workload_times_two_engine_args_sets(
     for row in status.table:
         run = kubectl.get("er", str(row.run), namespace)
         assert run["spec"]["workloadRef"]["name"] in derived
+    # Issue 43: each run's status names the set that served it and the hash its engine was
+    # rendered from, so its Workload gone, the sweep's rows and kyai leaderboard -n still say.
+    hashes = {
+        str(obj["metadata"]["name"]): engine_args_hash(
+            EngineArgsSetSpec.model_validate(obj["spec"])
+        )
+        for obj in served_objects(namespace)
+        if obj["kind"] == "EngineArgsSet"
+    }
+    for row in status.table:
+        assert row.engine_args_set is not None
+        recorded = EvaluationRunStatus.model_validate(
+            kubectl.get("er", str(row.run), namespace)["status"]
+        )
+        expected = (row.engine_args_set, hashes[row.engine_args_set])
+        assert (recorded.engine_args_set, recorded.engine_args_hash) == expected
+        assert row.engine_args_hash == expected[1]
+    monkeypatch.setenv("KUBECONFIG", str(kubectl.kubeconfig))
+    assert kyai_main(["leaderboard", "-n", namespace, "-o", "json"]) == 0
+    entries = [
+        e for board in json.loads(capsys.readouterr().out)["boards"] for e in board["entries"]
+    ]
+    assert {(e["run"], e["engine_args_set"], e["engine_args_hash"]) for e in entries} == {
+        (row.run, row.engine_args_set, row.engine_args_hash) for row in status.table
+    }
     # The base Workload is the user's: still there, untouched.
     assert kubectl.get("workload", "served", namespace)["metadata"].get("ownerReferences") is None
 
@@ -512,6 +538,11 @@ def test_no_discordant_question_proves_only_what_the_question_count_allows(
         assert truth.non_inferior is expected, (sweep_name, snap)
         assert row.non_inferior is expected and row.estimable is None, row
         assert (row.delta, row.p_value, row.test) == (0.0, 1.0, "mcnemar-exact")
+        # Issue 43: the difference's interval and n, and a "no" says why.
+        assert truth.interval is not None and row.delta_interval is not None
+        assert row.delta_interval.low == pytest.approx(truth.interval.low)
+        assert row.paired_questions == len(mine.scores)
+        assert (row.non_inferior_reason is None) is expected, row
         assert row.rank == base.rank == 1  # nothing separates them
     loose = EvaluationSweepStatus.model_validate(kubectl.get("esw", "loose", namespace)["status"])
     assert sorted(choice.workload for choice in loose.best or ()) == ["cand-a", "cand-d"]

@@ -14,7 +14,7 @@ from kyai.api.snapshot import BuiltinName
 from kyai.datasets import BUILTIN_DATASETS, GENERATION_PROMPTS, JUDGE_PROMPTS, builtin_names
 from kyai.engines import ENGINES, framework_list
 from kyai.engines.__main__ import update_schema
-from kyai.graders import NO_BUILTIN_GRADER, GraderUnavailableError, builtin_grader
+from kyai.graders import NO_BUILTIN_GRADER, SPEC_CHOICES, GraderUnavailableError, builtin_grader
 from kyai.graders._registry import GRADERS
 from kyai.settings import OperatorSettings
 
@@ -73,3 +73,13 @@ def test_unknown_dataset_has_no_grader() -> None:
         builtin_grader("nope")
     with pytest.raises(GraderUnavailableError, match="only for built-in datasets"):
         builtin_grader(None)
+
+
+def test_the_cli_is_told_its_flags_and_a_resource_its_fields() -> None:
+    with pytest.raises(GraderUnavailableError) as cli:
+        builtin_grader(None)
+    assert "(--judge llm)" in str(cli.value) and "(--grader FILE)" in str(cli.value)
+    with pytest.raises(GraderUnavailableError) as spec:
+        builtin_grader("quantum-mechanics", choices=SPEC_CHOICES)
+    assert "(spec.judge.type: llm, the default)" in str(spec.value)
+    assert "--" not in str(spec.value)

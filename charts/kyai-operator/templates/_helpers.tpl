@@ -110,6 +110,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
     - evaluationsweeps
     - evaluationsweeps/status
   verbs: ["get", "list", "patch", "watch"]
+# EvaluationSchedules: watched, their status written and their kyai.io/run-now annotation
+# removed once acted on; users create and delete them.
+- apiGroups: ["kyai.io"]
+  resources:
+    - evaluationschedules
+    - evaluationschedules/status
+  verbs: ["get", "list", "patch", "update", "watch"]
 # Children are created with blockOwnerDeletion: the API server then requires update on the
 # owner's finalizers subresource.
 - apiGroups: ["kyai.io"]
@@ -119,6 +126,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
     - snapshots/finalizers
     - evaluationruns/finalizers
     - evaluationsweeps/finalizers
+    - evaluationschedules/finalizers
   verbs: ["update"]
 - apiGroups: ["apps"]
   resources: ["deployments"]

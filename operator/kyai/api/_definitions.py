@@ -11,6 +11,7 @@ from kyai.api.evaluationrun import (
     EvaluationRunSpec,
     EvaluationRunStatus,
 )
+from kyai.api.evaluationschedule import evaluation_schedule_crd
 from kyai.api.evaluationsweep import evaluation_sweep_crd
 from kyai.api.snapshot import SnapshotSpec, SnapshotStatus
 from kyai.api.workload import WorkloadSpec, WorkloadStatus
@@ -139,6 +140,13 @@ _RUN_COLUMNS = [
         ".status.avgScore",
         "Mean score over every question (errors count 0).",
     ),
+    # The verdict beside the score: the Passed condition (True/False; empty without a gate).
+    PrinterColumn(
+        "Passed",
+        "string",
+        '.status.conditions[?(@.type=="Passed")].status',
+        "Whether the run met its gates (the Passed condition), empty without spec.thresholds.",
+    ),
     PrinterColumn(
         "Latency-ms",
         "number",
@@ -228,5 +236,12 @@ def _evaluation_run() -> dict[str, Any]:
 
 
 def custom_resource_definitions() -> list[dict[str, Any]]:
-    """The five CRDs, generated from the models."""
-    return [_engine_args_set(), _workload(), _snapshot(), _evaluation_run(), evaluation_sweep_crd()]
+    """The six CRDs, generated from the models."""
+    return [
+        _engine_args_set(),
+        _workload(),
+        _snapshot(),
+        _evaluation_run(),
+        evaluation_sweep_crd(),
+        evaluation_schedule_crd(),
+    ]

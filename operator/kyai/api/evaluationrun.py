@@ -123,6 +123,26 @@ class JudgeSpec(KyaiModel):
         return None
 
 
+class SamplingSettings(KyaiModel):
+    """Sampling parameters sent with every generation request (each enters the comparison key).
+
+    Unset: the parameter is not sent, and the server's and the model's generation defaults
+    decide.
+    """
+
+    temperature: float | None = Field(default=None, ge=0)
+    """Sampling temperature (0: greedy)."""
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    """Nucleus sampling's top_p."""
+    seed: int | None = Field(default=None, ge=0)
+    """The sampling seed."""
+
+    def sent(self) -> dict[str, float | int]:
+        """The parameters as the request names them (only those set)."""
+        chosen = {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+        return {name: value for name, value in chosen.items() if value is not None}
+
+
 class GenerationSettings(KyaiModel):
     """How the candidate is asked."""
 
@@ -136,6 +156,14 @@ class GenerationSettings(KyaiModel):
     """Ask for streamed answers (server-sent events), which time the first token (TTFT) and
     each token after it; false: whole answers (the worker's --no-stream), no TTFT, TPOT or
     ITL. The answers stored are the same either way."""
+    sampling: SamplingSettings | None = None
+    """Sampling parameters sent with every request (temperature, topP, seed); they enter the
+    comparison key, so runs with other settings are never ranked together. Unset: none are
+    sent (the server's and the model's generation defaults)."""
+    limit: int | None = Field(default=None, ge=1)
+    """Ask only the first N questions (a smoke test, lm-eval's --limit): the result is marked
+    as a subset, with a comparison key of its own, never ranked with runs of every
+    question."""
 
 
 class GenerationFrom(KyaiModel):
@@ -411,6 +439,10 @@ class EvaluationRunSpec(KyaiModel):
 
     def _check_kind_field(self, chosen: KindField) -> None:
         clash = [_spec_path(field) for field in chosen.excludes if getattr(self, field)]
+        generation = self.generation
+        for name in ("sampling", "limit"):  # only a run that generates asks the candidate
+            if getattr(generation, name) is not None:
+                clash.append(f"spec.generation.{name}")
         if clash:
             raise ValueError(f"{_spec_path(chosen.field)} excludes {', '.join(clash)}")
         for field, why in chosen.needs:
@@ -476,6 +508,15 @@ class JudgeResult(KyaiModel):
     """The judge model, or the grader's name."""
 
 
+class Subset(KyaiModel):
+    """The questions a run asked when it asked only the first ones (``generation.limit``)."""
+
+    limit: int
+    """The first ``limit`` questions were asked."""
+    of: int
+    """Of this many in the snapshot."""
+
+
 class WorkerStatus(KyaiModel):
     """The status fields a worker Job may write into its run (the operator owns the others).
 
@@ -493,7 +534,10 @@ class WorkerStatus(KyaiModel):
     avg_latency_ms: float | None = None
     """Mean latency of the candidate's successful answers."""
     questions: int | None = None
-    """Questions in the snapshot."""
+    """Questions in the snapshot (the questions asked, for a subset)."""
+    subset: Subset | None = None
+    """Set when only the first questions were asked (spec.generation.limit): the score is a
+    subset's, with a comparison key of its own."""
     errors: dict[str, int] | None = None
     """Rows scored 0 because of an error, by kind."""
     error_count: int | None = None
@@ -631,6 +675,15 @@ class EvaluationRunStatus(RunStatusHead, WorkerStatus):
     """The candidate's served model name."""
     framework: str | None = None
     """The candidate's serving framework."""
+    engine_args_set: str | None = None
+    """The EngineArgsSet the served Workload named when the run started (none: the engine's
+    own defaults, or an endpoint Workload; a re-judge's: its source run's). Kept with the
+    run, so the leaderboard, a sweep's report and kyai view show it after the Workload is
+    gone."""
+    engine_args_hash: str | None = None
+    """The hash of that EngineArgsSet's spec (flags, extra args, env) the engine was rendered
+    from when the run started: the Workload's status.engineArgsHash, as its pods' annotation
+    kyai.io/engine-args-hash."""
     spec_hash: str | None = None
     """Hash of the spec the run started with (later spec changes are ignored)."""
     non_inferiority: NonInferiorityResult | None = None

@@ -319,14 +319,15 @@ class SweepCellCounts(KyaiModel):
 
 
 class SweepInterval(_StatusItem):
-    """The interval of a cell's avgScore."""
+    """The interval of a cell's avgScore, or of its paired difference from the baseline."""
 
     low: float
     """Its low end."""
     high: float
     """Its high end."""
     method: str | None = None
-    """wilson (every score 0 or 1) or t."""
+    """Of an avgScore: wilson (every score 0 or 1) or t; of a difference: bonett-price (every
+    score 0 or 1) or t."""
     confidence: float | None = None
     """Its confidence (0.95)."""
 
@@ -341,6 +342,9 @@ class SweepRow(_StatusItem):
     """The Workload listed or selected (a derived Workload's base)."""
     engine_args_set: str | None = None
     """The EngineArgsSet of the cell (none: the Workload as it is)."""
+    engine_args_hash: str | None = None
+    """The hash of the EngineArgsSet's spec the cell's run was served with (the run's
+    status.engineArgsHash; none before the run starts, or without a set)."""
     snapshot: str
     """The Snapshot."""
     run: str | None = None
@@ -361,6 +365,11 @@ class SweepRow(_StatusItem):
     """True on the baseline cell of its Snapshot."""
     delta: float | None = None
     """avgScore minus the baseline cell's (the mean of the paired differences)."""
+    delta_interval: SweepInterval | None = None
+    """The 95 % interval of that paired difference (Bonett-Price for 0/1 scores, else t;
+    none when it cannot be estimated)."""
+    paired_questions: int | None = None
+    """n: the questions the comparison with the baseline pairs."""
     p_value: float | None = None
     """The p-value of the paired test against the baseline (see test)."""
     test: str | None = None
@@ -368,6 +377,9 @@ class SweepRow(_StatusItem):
     non_inferior: bool | None = None
     """With spec.nonInferiorityMargin M: the low end of the 95 % interval of the paired
     difference (Bonett-Price for 0/1 scores, else t) exceeds -M."""
+    non_inferior_reason: str | None = None
+    """Why nonInferior is false: the interval's low end against the margin, in points (score
+    × 100), on n paired questions."""
     estimable: bool | None = None
     """False when the paired difference's interval cannot be estimated (continuous scores
     whose differences are all equal): no pValue and no nonInferior, the note says why."""

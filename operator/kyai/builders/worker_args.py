@@ -57,7 +57,9 @@ def generation_args(
 ) -> list[str]:
     """``kyai generate`` over the mounted snapshot, answers into the run's results folder.
 
-    Streamed unless ``generation.stream`` is false (``--no-stream``); a served Workload adds
+    Streamed unless ``generation.stream`` is false (``--no-stream``); ``generation.sampling``
+    and ``generation.limit`` as ``--temperature``/``--top-p``/``--seed`` and ``--limit``; a
+    served Workload adds
     its engine's metrics URL (``--server-metrics``: the engine's own histograms are read
     before and after the phase) and its GPU count (``--gpus``: GPU-seconds of the phase).
     """
@@ -77,6 +79,11 @@ def generation_args(
         args += ["--preprocess", f"{GRADERS_MOUNT}/{PREPROCESS_KEY}"]
     if not generation.stream:
         args.append("--no-stream")
+    sampling = generation.sampling.sent() if generation.sampling is not None else {}
+    for name, value in sampling.items():  # --temperature, --top-p, --seed
+        args += [f"--{name.replace('_', '-')}", str(value)]
+    if generation.limit is not None:
+        args += ["--limit", str(generation.limit)]
     if server_metrics:
         args += ["--server-metrics", server_metrics]
     if gpus:

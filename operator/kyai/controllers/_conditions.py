@@ -97,6 +97,14 @@ def endpoint_check_reason(message: str) -> str | None:
 
 
 RESULT_MISSING = "ResultMissing"
+#: An EvaluationSchedule: its newest finished run compared with its baseline.
+REGRESSED = "Regressed"
+#: Its Ready reasons: runs are made on schedule, or new runs are held (spec.suspend).
+SCHEDULED = "Scheduled"
+SUSPENDED = "Suspended"
+#: Regressed's reasons: shown worse than the margin, not shown worse, no verdict.
+WORSE_THAN_MARGIN = "WorseThanMargin"
+NOT_SHOWN_WORSE = "NotShownWorse"
 WORKER_NOT_STARTING = "WorkerNotStarting"
 #: Kueue has not admitted a Job or engine pod (its Kueue Workload not QuotaReserved/Admitted).
 WAITING_FOR_QUOTA = "WaitingForQuota"
@@ -192,6 +200,7 @@ RECONCILING_PHASES: Mapping[str, frozenset[str]] = {
     "Snapshot": frozenset({"Pending", "Resolving"}),
     "EngineArgsSet": frozenset(),
     "EvaluationSweep": frozenset({"Pending", "Running"}),
+    "EvaluationSchedule": frozenset(),
 }
 #: Phases that cannot progress without a change by a person (kstatus ``Stalled``).
 STALLED_PHASES: Mapping[str, frozenset[str]] = {
@@ -200,6 +209,7 @@ STALLED_PHASES: Mapping[str, frozenset[str]] = {
     "Snapshot": frozenset({"Failed"}),
     "EngineArgsSet": frozenset({"Invalid"}),
     "EvaluationSweep": frozenset({"Failed"}),
+    "EvaluationSchedule": frozenset({"Invalid"}),
 }
 #: Waiting reasons for an object that does not exist: Stalled once the grace period is over.
 MISSING_REFERENCE = frozenset(

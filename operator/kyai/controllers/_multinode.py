@@ -13,12 +13,15 @@ so the Workload goes Deploying, then Ready again), one or more and the leader's
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any, Protocol
 
 from kyai.api import EngineArgsSetSpec, WorkloadSpec, WorkloadStatus
 from kyai.api.workload import WorkloadPhase
 from kyai.builders import ManifestError
 from kyai.builders.multinode import (
+    LWS_API_VERSION,
     LWS_KIND,
     LWS_WORKER_INDEX_LABEL,
     group_set_name,
@@ -135,4 +138,69 @@ async def remove_groups(host: GroupHost) -> None:
     await host.writer.patch(WorkloadStatus(ready_groups=None))
 
 
-__all__ = ["GroupHost", "deploy_groups", "not_installed_message", "remove_groups"]
+# -- a cluster without LeaderWorkerSet, said once at start-up -----------------------------------
+
+log = logging.getLogger(__name__)
+
+#: The logger of kopf's warning that a watched resource does not exist in the cluster.
+KOPF_OBSERVATION_LOGGER = "kopf._core.reactor.observation"
+_UNRESOLVED = "Unresolved resources cannot be served"
+_SELECTOR = re.compile(r"Selector\([^)]*\)")
+_LWS_GROUP = LWS_API_VERSION.split("/", 1)[0]
+#: What the operator says, once, where LeaderWorkerSet is not installed.
+LWS_ABSENT = (
+    "LeaderWorkerSet is not installed (no CRD leaderworkersets.leaderworkerset.x-k8s.io): "
+    "multi-node serving (Workloads with spec.nodes > 1) is off until its CRDs are installed "
+    "(https://lws.sigs.k8s.io)"
+)
+
+
+class LeaderWorkerSetAbsence(logging.Filter):
+    """kopf's warning that LeaderWorkerSets cannot be watched, said once at INFO instead.
+
+    LeaderWorkerSet is optional: without it only Workloads on several nodes cannot be served
+    (they say so, ``LeaderWorkerSetNotInstalled``). kopf warns that the LeaderWorkerSet
+    selector resolves to nothing at start-up and again at each rescan of the cluster's
+    resources (any CRD added or removed). Attached to kopf's observation logger, this filter
+    drops the LeaderWorkerSet part of that warning (the warning stays for any other
+    resource) and logs :data:`LWS_ABSENT` at INFO the first time.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for a warning about LeaderWorkerSets alone; others pass (without them)."""
+        message = record.getMessage()
+        if not message.startswith(_UNRESOLVED):
+            return True
+        selectors = _SELECTOR.findall(message)
+        others = [selector for selector in selectors if f"'{_LWS_GROUP}'" not in selector]
+        if len(others) == len(selectors):
+            return True
+        if not self.said:
+            self.said = True
+            log.info(LWS_ABSENT)
+        if not others:
+            return False
+        record.msg, record.args = f"{message.split(':', 1)[0]}: {', '.join(others)}", ()
+        return True
+
+
+def say_once_without_leader_worker_set() -> None:
+    """Attach :class:`LeaderWorkerSetAbsence` to kopf's observation logger (once)."""
+    logger = logging.getLogger(KOPF_OBSERVATION_LOGGER)
+    if not any(isinstance(f, LeaderWorkerSetAbsence) for f in logger.filters):
+        logger.addFilter(LeaderWorkerSetAbsence())
+
+
+__all__ = [
+    "LWS_ABSENT",
+    "GroupHost",
+    "LeaderWorkerSetAbsence",
+    "deploy_groups",
+    "not_installed_message",
+    "remove_groups",
+    "say_once_without_leader_worker_set",
+]

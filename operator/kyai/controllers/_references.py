@@ -67,6 +67,21 @@ class Served:
     gpus: int | None = None
     """GPUs serving the model (a served Workload's GPUs per node × nodes × replicas; None
     for an endpoint, or a CPU-only engine)."""
+    engine_args_set: str | None = None
+    """The EngineArgsSet a served Workload names (None: none; an endpoint never names one)."""
+    engine_args_hash: str | None = None
+    """The hash of that set's spec its engine was rendered from (its status.engineArgsHash)."""
+
+    def record_engine_args(self, facts: EvaluationRunStatus) -> None:
+        """Record in a run's ``facts`` the EngineArgsSet and its hash (those known).
+
+        The run keeps them in its status, so what served it is known once the Workload is
+        gone (a sweep's derived Workloads are deleted when their cells end).
+        """
+        if self.engine_args_set is not None:
+            facts.engine_args_set = self.engine_args_set
+        if self.engine_args_hash is not None:
+            facts.engine_args_hash = self.engine_args_hash
 
 
 def served_by(workload: Mapping[str, Any]) -> Served:
@@ -89,6 +104,8 @@ def served_by(workload: Mapping[str, Any]) -> Served:
         api_key=spec.endpoint.api_key_secret_ref if spec.endpoint is not None else None,
         metrics_url=status.metrics_url if served else None,
         gpus=gpus or None,
+        engine_args_set=None if spec.engine_args_set_ref is None else spec.engine_args_set_ref.name,
+        engine_args_hash=status.engine_args_hash,
     )
 
 
@@ -177,10 +194,10 @@ async def preprocess_declaration(
 
 
 def _check_builtin(dataset: str | None, builtin_dataset: bool) -> None:
-    from kyai.graders import GraderUnavailableError, builtin_grader
+    from kyai.graders import SPEC_CHOICES, GraderUnavailableError, builtin_grader
 
     try:
-        builtin_grader(dataset if builtin_dataset else None)
+        builtin_grader(dataset if builtin_dataset else None, choices=SPEC_CHOICES)
     except GraderUnavailableError as exc:
         raise Invalid(c.INVALID_SPEC, f"judge type builtin: {exc}") from exc
 

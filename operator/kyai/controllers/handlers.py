@@ -24,6 +24,7 @@ from kyai.constants import (
     LABEL_COMPONENT,
     LABEL_MANAGED_BY,
     LABEL_RUN,
+    LABEL_SCHEDULE,
     LABEL_SNAPSHOT,
     LABEL_SWEEP,
     LABEL_WORKLOAD,
@@ -36,10 +37,12 @@ from kyai.controllers import workload as _workloads
 from kyai.controllers._diffbase import DigestDiffBaseStorage
 from kyai.controllers._inuse import release_if_unused
 from kyai.controllers._kube import KubeClient
+from kyai.controllers._multinode import say_once_without_leader_worker_set
 from kyai.controllers._services import Services, services
+from kyai.controllers.evaluationschedule import Schedules
 from kyai.controllers.evaluationsweep import Sweeps
 from kyai.controllers.scheduling import Scheduler
-from kyai.metrics import RunMetrics, SweepMetrics
+from kyai.metrics import RunMetrics, ScheduleMetrics, SweepMetrics
 from kyai.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -105,6 +108,8 @@ def _workload_not_ready(status: kopf.Status, **_: Any) -> bool:
 
 def configure_kopf(settings: kopf.OperatorSettings) -> None:
     """Set kopf's settings, before its watchers start."""
+    # A cluster without LeaderWorkerSet: said once, at INFO (kopf warns at every rescan).
+    say_once_without_leader_worker_set()
     # Their streams parse with orjson.
     if not _kopf_json.install():
         log.info("kopf's watch streams parse with json (no orjson hook in this kopf)")
@@ -131,6 +136,7 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     _register_snapshots(registry)
     _register_runs(registry)
     _register_sweeps(registry)
+    _register_schedules(registry)
     return registry
 
 
@@ -152,6 +158,9 @@ def _register_lifecycle(registry: kopf.OperatorRegistry) -> None:
         # EvaluationSweeps: their own work queue and resync; kyai_sweep_cells on /metrics.
         memo["sweeps"] = Sweeps(svc, SweepMetrics(registry=metrics.registry))
         sweeps(memo).start()
+        # EvaluationSchedules: their own work queue, cron timers and resync.
+        memo["schedules"] = Schedules(svc, ScheduleMetrics(registry=metrics.registry))
+        schedules(memo).start()
         log.info(
             "kyai operator started: namespaces %s, metrics on %s:%d",
             ", ".join(operator_settings.namespaces) or "all",
@@ -170,6 +179,8 @@ def _register_lifecycle(registry: kopf.OperatorRegistry) -> None:
             scheduler(memo).close()
         if "sweeps" in memo:
             await sweeps(memo).aclose()
+        if "schedules" in memo:
+            await schedules(memo).aclose()
         resync: asyncio.Task[None] | None = memo.get("run_resync")
         if resync is not None:
             resync.cancel()
@@ -361,6 +372,37 @@ def _register_sweeps(registry: kopf.OperatorRegistry) -> None:
         event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
     ) -> None:
         await sweeps(memo).reference_event("EngineArgsSet", event.get("type"), body)
+
+
+def _register_schedules(registry: kopf.OperatorRegistry) -> None:
+    """EvaluationSchedules, from their events, their runs' and the Workloads they watch."""
+
+    @kopf.on.event(GROUP, VERSION, "evaluationschedules", id="evaluationschedule-event",
+                   registry=registry)  # fmt: skip
+    async def evaluation_schedule(
+        event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await schedules(memo).schedule_event(event.get("type"), dict(body))
+
+    @kopf.on.event(GROUP, VERSION, "evaluationruns", labels={LABEL_SCHEDULE: kopf.PRESENT},
+                   id="schedule-run-event", registry=registry)  # fmt: skip
+    async def schedule_run(
+        event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await schedules(memo).run_event(event.get("type"), dict(body))
+
+    @kopf.on.event(GROUP, VERSION, "workloads", id="schedule-workload-event", registry=registry)
+    async def schedule_workload(
+        event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+    ) -> None:
+        await schedules(memo).workload_event(event.get("type"), dict(body))
+
+
+def schedules(memo: kopf.Memo) -> Schedules:
+    """The schedules' controller kept in kopf's memo by the start-up handler."""
+    value: Any = memo["schedules"]
+    assert isinstance(value, Schedules)
+    return value
 
 
 def sweeps(memo: kopf.Memo) -> Sweeps:

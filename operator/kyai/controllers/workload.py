@@ -29,6 +29,7 @@ from kyai.api.workload import WorkloadPhase
 from kyai.builders import ManifestError
 from kyai.builders.queue import queue_label_problem, queue_name
 from kyai.builders.workload import (
+    engine_args_hash,
     engine_image,
     workload_deployment,
     workload_endpoint,
@@ -426,7 +427,9 @@ class WorkloadReconciler:
         """Observe the served engine through its Service (its metrics URL when it serves them).
 
         ``ready`` holds what the status says is ready (``ready_replicas``; ``ready_groups``
-        on several nodes).
+        on several nodes). The status records the hash of the EngineArgsSet the engine was
+        rendered from (its pods' ``kyai.io/engine-args-hash``): a run records it when it
+        starts.
         """
         engine = engine_for(spec.engine)
         metrics = None
@@ -438,6 +441,7 @@ class WorkloadReconciler:
             served_model_name(spec),
             None,
             metrics_url=metrics,
+            engine_args_hash=None if self.eas_spec is None else engine_args_hash(self.eas_spec),
             **ready,
         )
 

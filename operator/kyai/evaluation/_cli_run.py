@@ -7,7 +7,7 @@ checked, by :func:`kyai.evaluation._preflight.preflight` (one message, before an
 request; a failing endpoint leads it with its reason, ``JudgeUnreachable: ...``, exit 3); the
 checks the phases make again stay as a net.
 
-What is printed: the progress and retry lines on stderr (not with ``--quiet``), errors on
+What is printed: the progress, resuming and retry lines on stderr (not with ``--quiet``), errors on
 stderr as ``kyai <command>: error: <message>`` (also the worker container's termination
 message), the result line (``kyai run`` / ``judge``: on stdout; ``kyai generate``: its
 "generated ..." line on stderr). With ``--report-run`` the run's ``status.progress`` hears
@@ -24,6 +24,7 @@ import os
 import shutil
 import sys
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ from kyai.evaluation._preflight import PreflightError, preflight
 from kyai.evaluation._usage import HF_TOKEN_ENV, UsageError, judge_api_key, secret, text_or_file
 
 if TYPE_CHECKING:
+    from kyai.datasets import Dataset
     from kyai.evaluation import CandidateConfig, RetryPolicy
     from kyai.evaluation._keyfile import KeyFile
     from kyai.evaluation._report import StatusReporter
@@ -311,6 +313,8 @@ async def _generate_phase(
     candidate = _candidate(args, retry)
     key = judge_api_key(args) if "judge" in phases else None
     listener = reporter.listener if reporter is not None else None
+    if not args.quiet:
+        _say_resuming(args, dataset, candidate)
     outcome = await generate(
         dataset, args.output, candidate, listener=listener, echo=not args.quiet
     )
@@ -353,7 +357,8 @@ async def _judge_phase(
         f"errors={summary['error_count']} avg_latency_ms="
         f"{'n/a' if latency is None else f'{latency:.1f}'} "
         f"{serving_note(summary.get('serving'))} "
-        f"comparison_key={summary['comparison_key']} -> {output / 'summary.json'}",
+        f"comparison_key={summary['comparison_key']}{subset_note(summary)} -> "
+        f"{output / 'summary.json'}",
         sys.stdout,
     )
     failures = gate_failures(
@@ -363,6 +368,38 @@ async def _judge_phase(
         print(f"kyai {args.command}: quality gate failed: {'; '.join(failures)}", file=sys.stderr)
         return EXIT_GATE_FAILED
     return EXIT_OK
+
+
+def _say_resuming(args: argparse.Namespace, dataset: Dataset, config: CandidateConfig) -> None:
+    """Say (a progress line) that ``--output`` already holds answers this run keeps.
+
+    ``resuming: K of N rows already stored in DIR``: K are the rows ``generate`` will not ask
+    again (a sound stored record; not an error under ``--retry-errors``), N the rows it asks
+    for. Nothing when none is kept, or when the directory holds another model's or dataset's
+    run (``generate`` refuses it). The log is read as it is: ``generate`` repairs it.
+    """
+    from kyai.evaluation import _store as store
+    from kyai.evaluation._generate import pending_rows
+
+    run_path = args.output / store.RUN
+    if not run_path.is_file():
+        return
+    previous = store.read_json(run_path)
+    if (previous.get("candidate") or {}).get("model") != config.model or (
+        previous.get("dataset") or {}
+    ).get("sha256") != dataset.sha256:
+        return
+    stored = store.latest_by_row(
+        store.JsonlLog(args.output / store.GENERATIONS, repair=False).read()
+    )
+    rows = config.asked_rows(dataset)
+    kept = len(rows) - len(pending_rows(rows, stored, retry_errors=config.retry_errors))
+    if kept:
+        _print_redacted(
+            f"kyai {args.command}: resuming: {kept} of {len(rows)} rows already stored in "
+            f"{args.output}",
+            sys.stderr,
+        )
 
 
 def _candidate(args: argparse.Namespace, retry: RetryPolicy) -> CandidateConfig:
@@ -382,7 +419,25 @@ def _candidate(args: argparse.Namespace, retry: RetryPolicy) -> CandidateConfig:
         stream=not args.no_stream,
         server_metrics=args.server_metrics,
         gpus=args.gpus,
+        sampling=sampling(args),
+        limit=args.limit,
     )
+
+
+def sampling(args: argparse.Namespace) -> dict[str, float | int] | None:
+    """The sampling parameters the flags set (``--temperature``, ``--top-p``, ``--seed``)."""
+    chosen = {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "seed": args.seed,
+    }
+    return {name: value for name, value in chosen.items() if value is not None} or None
+
+
+def subset_note(summary: Mapping[str, Any]) -> str:
+    """`` subset=10/1000``: the result line of a run of the first questions only."""
+    subset = summary.get("subset")
+    return f" subset={subset['limit']}/{subset['of']}" if subset else ""
 
 
 def _print_redacted(text: str, stream: Any) -> None:

@@ -18,7 +18,7 @@ last measured figures in place.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,6 +61,43 @@ class CandidateConfig:
     server_metrics: str | None = None
     #: GPUs serving the candidate: ``serving.gpu_seconds`` = GPUs x phase wall time.
     gpus: int | None = None
+    #: Sampling parameters sent with every request (``temperature``, ``top_p``, ``seed``);
+    #: none: the server's and the model's generation defaults decide. They enter the
+    #: comparison key.
+    sampling: Mapping[str, float | int] | None = None
+    #: Ask only the first ``limit`` questions (a smoke test): the result is a subset, with a
+    #: comparison key of its own, never ranked with runs of every question.
+    limit: int | None = None
+
+    def asked_rows(self, dataset: Dataset) -> tuple[Row, ...]:
+        """The rows this configuration asks: every row, or the first ``limit``."""
+        rows = tuple(dataset.rows)
+        return rows[: self.limit] if self.limit is not None else rows
+
+
+def pending_rows(
+    rows: Sequence[Row], stored: Mapping[int, Mapping[str, Any]], *, retry_errors: bool
+) -> list[Row]:
+    """The rows of ``rows`` a generation asks (again): not stored, or stored unsoundly.
+
+    Stored without an answer or an error (a cut stream taken for an empty answer by an
+    earlier kyai) is asked again; a stored error too with ``retry_errors``.
+    """
+    return [
+        row
+        for row in rows
+        if row.index not in stored
+        or (retry_errors and stored[row.index].get("error"))
+        or store.answer_problem(stored[row.index]) is not None
+    ]
+
+
+def subset_of(dataset: Dataset, limit: int | None) -> dict[str, int] | None:
+    """``run.json``'s ``generation.subset`` for ``--limit``; None when every row is asked."""
+    total = len(dataset.rows)
+    if limit is None or limit >= total:
+        return None
+    return {"limit": limit, "of": total}
 
 
 @dataclass(frozen=True)
@@ -104,11 +141,22 @@ def messages_for(dataset: Dataset, row: Row) -> list[dict[str, str]]:
     ]
 
 
-def _check_same_run(existing: Mapping[str, Any], dataset: Dataset, model: str, out: Path) -> None:
-    """Refuse to mix two different runs' answers in one directory."""
+def _check_same_run(
+    existing: Mapping[str, Any], dataset: Dataset, config: CandidateConfig, out: Path
+) -> None:
+    """Refuse to mix two different runs' answers in one directory.
+
+    A different ``--limit`` is the same run asked more (or fewer) of its questions; different
+    sampling parameters are another run.
+    """
+    model = config.model
     old_dataset = existing.get("dataset", {})
     old_candidate = existing.get("candidate", {})
     differences = []
+    old_sampling = dict((existing.get("generation") or {}).get("sampling") or {})
+    if old_sampling != dict(config.sampling or {}):
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(old_sampling.items())) or "none"
+        differences.append(f"sampling parameters ({shown} before)")
     if old_dataset.get("sha256") != dataset.sha256:
         differences.append("dataset content (sha256)")
     old_prompts = old_dataset.get("prompts", {})
@@ -174,6 +222,11 @@ def _manifest(
     }
     if "serving" in earlier:  # the last measured phase's, until this one measures its own
         generation["serving"] = earlier["serving"]
+    if config.sampling:
+        generation["sampling"] = dict(config.sampling)
+    subset = subset_of(dataset, config.limit)
+    if subset is not None:
+        generation["subset"] = subset
     invocation: dict[str, Any] = {
         "kyai_version": __version__,
         "endpoint": endpoint,
@@ -184,6 +237,7 @@ def _manifest(
         "concurrency": config.concurrency,
         "retry_errors": config.retry_errors,
         "stream": config.stream,
+        "limit": config.limit,
     }
     return {
         "format": 1,
@@ -251,21 +305,14 @@ async def generate(
     run_path = output / store.RUN
     previous = store.read_json(run_path) if run_path.exists() else None
     if previous is not None:
-        _check_same_run(previous, dataset, config.model, output)
+        _check_same_run(previous, dataset, config, output)
     started_at = now_iso()
     started = time.monotonic()
     log = store.JsonlLog(output / store.GENERATIONS)
     stored = store.latest_by_row(log.read())
-    pending = [
-        row
-        for row in dataset.rows
-        if row.index not in stored
-        or (config.retry_errors and stored[row.index].get("error"))
-        # Stored without an answer or an error (a cut stream taken for an empty answer by an
-        # earlier kyai): asked again.
-        or store.answer_problem(stored[row.index]) is not None
-    ]
-    rows = len(dataset.rows)
+    asked = config.asked_rows(dataset)
+    pending = pending_rows(asked, stored, retry_errors=config.retry_errors)
+    rows = len(asked)
     progress = Progress(
         "generate",
         total=rows,
@@ -311,7 +358,7 @@ async def generate(
     )
     store.write_json(run_path, manifest)
     return GenerationOutcome(
-        len(dataset.rows), len(pending), run.tally.errors, window, wall, generation.get("serving")
+        len(asked), len(pending), run.tally.errors, window, wall, generation.get("serving")
     )
 
 
@@ -376,7 +423,9 @@ async def _answer(
     failure: ChatError | None = None
     record: dict[str, Any]
     try:
-        result = await client.chat(config.model, messages, max_tokens=budget, stream=config.stream)
+        result = await client.chat(
+            config.model, messages, max_tokens=budget, extra=config.sampling, stream=config.stream
+        )
     except ChatError as exc:
         failure = exc
         serving.fail()

@@ -157,6 +157,7 @@ async def judge_with_grader(
         generation_prompt=source.generation_prompt,
         judge=identity,
         scoring_method=f"kyai-mean-fail-closed/v1+{grader.name}",
+        generation=source.key_generation,
     )
     started_at = now_iso()
     started = time.monotonic()

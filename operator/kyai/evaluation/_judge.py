@@ -29,7 +29,13 @@ from kyai.evaluation._keyfile import KeyFile
 from kyai.evaluation._pool import run_pool
 from kyai.evaluation._progress import Progress, ProgressListener
 from kyai.evaluation._reasoning import strip_reasoning
-from kyai.evaluation._scoring import SCORING_METHOD, comparison_key, score_rows, sha256_text
+from kyai.evaluation._scoring import (
+    SCORING_METHOD,
+    comparison_key,
+    generation_identity,
+    score_rows,
+    sha256_text,
+)
 from kyai.evaluation._verdict import parse_verdict
 
 if TYPE_CHECKING:
@@ -87,6 +93,9 @@ class GenerationSet:
         if not rows_path.exists():
             raise store.RunDirectoryError(f"{rows_path} does not exist.")
         rows = read_rows_jsonl(rows_path)
+        subset = (manifest.get("generation") or {}).get("subset")
+        if subset:  # `kyai generate --limit`: the first `limit` questions were asked
+            rows = rows[: int(subset["limit"])]
         generations = {
             index: store.read_as_error(record)
             for index, record in store.latest_by_row(
@@ -107,6 +116,11 @@ class GenerationSet:
         """The dataset's manifest (name, version, sha256, prompts)."""
         value: dict[str, Any] = self.manifest["dataset"]
         return value
+
+    @property
+    def key_generation(self) -> dict[str, Any]:
+        """What of the generation enters the comparison key (sampling, subset)."""
+        return generation_identity(self.manifest.get("generation") or {})
 
     @property
     def generation_prompt(self) -> str:
@@ -148,6 +162,7 @@ def _identity(source: GenerationSet, config: JudgeConfig, prompt: str) -> _Ident
         dataset_sha256=dataset["sha256"],
         generation_prompt=source.generation_prompt,
         judge=judge_identity,
+        generation=source.key_generation,
     )
     generation_sha = {
         row.index: sha256_text(store.dumps(source.generations[row.index])) for row in source.rows
@@ -366,6 +381,9 @@ def build_summary(
             "wall_seconds": round(wall, 3),
         },
     }
+    # Said where a reader of the summary looks: the questions asked are a subset (their own
+    # comparison key, never ranked with runs of every question), the sampling sent.
+    summary.update(source.key_generation)
     if metrics:
         summary["metrics"] = dict(metrics)
     if generation.get("serving") is not None:  # the generation phase's (kyai generate)

@@ -20,6 +20,7 @@ from kyai.api import (
     ScoreInterval,
     ServerServing,
     ServingStatus,
+    Subset,
     WorkerStatus,
     pack_scores,
     status_patch,
@@ -156,9 +157,21 @@ def serving_status(block: Mapping[str, Any] | None) -> ServingStatus | None:
     return serving
 
 
+#: Decimals of the interval's ends in status: avgScore's (``kubectl get er -o wide`` shows
+#: them as it shows SCORE). summary.json keeps them exact for the statistics.
+INTERVAL_DECIMALS = 6
+
+
 def _interval(summary: Mapping[str, Any]) -> ScoreInterval | None:
     stored = summary.get("avg_score_interval")
-    return ScoreInterval.model_validate(stored) if isinstance(stored, Mapping) else None
+    if not isinstance(stored, Mapping):
+        return None
+    ends = {
+        end: round(value, INTERVAL_DECIMALS)
+        for end in ("low", "high")
+        if isinstance(value := stored.get(end), int | float) and not isinstance(value, bool)
+    }
+    return ScoreInterval.model_validate({**stored, **ends})
 
 
 def _scores(status: WorkerStatus, summary: Mapping[str, Any]) -> None:
@@ -186,6 +199,8 @@ def result_model(summary: Mapping[str, Any]) -> WorkerStatus:
         dataset_version=summary.get("dataset_version"),
         dataset_sha256=summary.get("dataset_sha256"),
     )
+    if summary.get("subset"):
+        status.subset = Subset.model_validate(summary["subset"])
     metrics = run_metrics(summary)
     if metrics:
         status.metrics = metrics

@@ -33,6 +33,7 @@ def comparison_key(
     generation_prompt: str,
     judge: Mapping[str, Any],
     scoring_method: str = SCORING_METHOD,
+    generation: Mapping[str, Any] | None = None,
 ) -> str:
     """The seed's comparison key: equal exactly when two results answer the same question.
 
@@ -40,6 +41,10 @@ def comparison_key(
     settings) with its system prompt, the generation system prompt and the scoring method;
     nothing about the candidate, the endpoints' addresses or the time of the run. It is the
     first 16 hex digits of a sha256 (short enough for a Kubernetes label value).
+
+    ``generation`` (:func:`generation_identity`): the sampling parameters the candidate was
+    sent and the subset of questions asked (``--limit``), when there are any; a run with
+    neither has the key it always had.
     """
     material = {
         "dataset_sha256": dataset_sha256,
@@ -47,7 +52,31 @@ def comparison_key(
         "judge": dict(judge),
         "scoring_method": scoring_method,
     }
+    if generation:
+        material["generation"] = dict(generation)
     return hashlib.sha256(dumps(material).encode("utf-8")).hexdigest()[:16]
+
+
+#: The sampling parameters a run may send the candidate (the OpenAI request's own names).
+SAMPLING_PARAMETERS = ("temperature", "top_p", "seed")
+
+
+def generation_identity(generation: Mapping[str, Any]) -> dict[str, Any]:
+    """What of ``run.json``'s ``generation`` block enters the comparison key.
+
+    ``sampling`` (the parameters sent with every request, when any were: otherwise the
+    server's and the model's own defaults decide) and ``subset`` (the first ``limit`` of
+    ``of`` questions, for ``--limit``). Empty for a run of every question with the server's
+    defaults.
+    """
+    identity: dict[str, Any] = {}
+    sampling = generation.get("sampling")
+    if sampling:
+        identity["sampling"] = {key: sampling[key] for key in sorted(sampling)}
+    subset = generation.get("subset")
+    if subset:
+        identity["subset"] = {"limit": subset["limit"], "of": subset["of"]}
+    return identity
 
 
 def _percentile(values: Sequence[float], q: float) -> float | None:

@@ -23,7 +23,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from kyai._argtypes import non_negative_int, positive_float, positive_int
+from kyai._argtypes import (
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    probability,
+)
 from kyai._exitcodes import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -74,7 +80,38 @@ def _add_candidate_flags(parser: argparse.ArgumentParser) -> None:
         help="when resuming, ask again for rows whose stored answer is an error",
     )
     add_serving_flags(parser)
+    _add_decoding_flags(parser)
     _add_dataset_flags(parser)
+
+
+def _add_decoding_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "decoding and subset (each changes the comparison key)",
+        "Without them no sampling parameter is sent: the server's and the model's generation "
+        "defaults (e.g. its generation_config.json) decide.",
+    )
+    group.add_argument(
+        "--temperature",
+        type=non_negative_float,
+        metavar="T",
+        help="sampling temperature sent with every request (0: greedy)",
+    )
+    group.add_argument(
+        "--top-p", type=probability, metavar="P", help="nucleus sampling's top_p (0 < P <= 1)"
+    )
+    group.add_argument(
+        "--seed",
+        type=non_negative_int,
+        metavar="N",
+        help="the sampling seed sent with every request",
+    )
+    group.add_argument(
+        "--limit",
+        type=positive_int,
+        metavar="N",
+        help="ask only the first N questions (a smoke test): the result is marked as a subset, "
+        "with its own comparison key, never ranked with runs of every question",
+    )
 
 
 def _add_dataset_flags(parser: argparse.ArgumentParser) -> None:

@@ -19,7 +19,14 @@ from kyai.graders._python import (
     PythonGrader,
     PythonPreprocessor,
 )
-from kyai.graders._registry import NO_BUILTIN_GRADER, GraderUnavailableError, builtin_grader
+from kyai.graders._registry import (
+    CLI_CHOICES,
+    NO_BUILTIN_GRADER,
+    SPEC_CHOICES,
+    GraderUnavailableError,
+    JudgeChoices,
+    builtin_grader,
+)
 from kyai.graders._sandbox import (
     SandboxError,
     SandboxLimits,
@@ -37,7 +44,9 @@ from kyai.graders._types import (
 )
 
 __all__ = [
+    "CLI_CHOICES",
     "NO_BUILTIN_GRADER",
+    "SPEC_CHOICES",
     "Grade",
     "GradeInput",
     "Grader",
@@ -48,6 +57,7 @@ __all__ = [
     "GradingOutcome",
     "HumanEvalGrader",
     "IFEvalGrader",
+    "JudgeChoices",
     "MCQGrader",
     "MathGrader",
     "ModelBridge",

@@ -7,6 +7,7 @@ A built-in dataset's entry in :data:`kyai.datasets.BUILTIN_DATASETS` names its g
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from kyai.datasets import BUILTIN_DATASETS
@@ -63,21 +64,40 @@ class GraderUnavailableError(ValueError):
     """No deterministic grader exists for this dataset."""
 
 
-def builtin_grader(dataset: str | None) -> Grader:
+@dataclass(frozen=True)
+class JudgeChoices:
+    """How a front end names the judges to use instead: the CLI's flags, a resource's fields."""
+
+    llm: str
+    """The LLM judge."""
+    python: str
+    """A Python grader."""
+
+
+#: ``kyai run`` / ``kyai judge``: their flags.
+CLI_CHOICES = JudgeChoices(llm="--judge llm", python="--grader FILE")
+#: An EvaluationRun's message (and so a sweep cell's note): the run's spec fields.
+SPEC_CHOICES = JudgeChoices(
+    llm="spec.judge.type: llm", python="spec.judge.type: python with spec.judge.python"
+)
+
+
+def builtin_grader(dataset: str | None, *, choices: JudgeChoices = CLI_CHOICES) -> Grader:
     """The deterministic grader of a built-in dataset.
 
     ``None`` (a custom dataset) and datasets without one raise
-    :class:`GraderUnavailableError` pointing to the LLM judge.
+    :class:`GraderUnavailableError` pointing to the LLM judge, named as ``choices`` says
+    (the CLI's flags by default).
     """
     if dataset is None:
         raise GraderUnavailableError(
             "deterministic graders exist only for built-in datasets; score a custom dataset "
-            "with the LLM judge (--judge llm) or a Python grader (--grader FILE)"
+            f"with the LLM judge ({choices.llm}) or a Python grader ({choices.python})"
         )
     if dataset in NO_BUILTIN_GRADER:
         raise GraderUnavailableError(
             f"{dataset} has no deterministic grader ({NO_BUILTIN_GRADER[dataset]}): use the LLM "
-            "judge (--judge llm, the default) with its judge prompt"
+            f"judge ({choices.llm}, the default) with its judge prompt"
         )
     entry = BUILTIN_DATASETS.get(dataset)
     if entry is None or entry.grader is None:

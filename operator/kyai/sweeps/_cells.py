@@ -111,14 +111,19 @@ class Expansion:
         return any(not problem.missing for problem in self.problems)
 
 
+# The hashes' inputs keep the keys they have had since sweeps began (a changed key would
+# change every cell's identity); spelled as keywords, they are no status key (a run's status
+# has an ``engineArgsSet`` of its own).
+
+
 def cell_hash(workload: str, engine_args_set: str | None, snapshot: str) -> str:
     """The cell's identity: 16 hex digits of the hash of the three names (None: no set)."""
-    return spec_hash({"workload": workload, "engineArgsSet": engine_args_set, "snapshot": snapshot})
+    return spec_hash(dict(workload=workload, engineArgsSet=engine_args_set, snapshot=snapshot))
 
 
 def variant_hash(workload: str, engine_args_set: str) -> str:
     """The derived Workload's identity within its sweep: a hash of the two names."""
-    return spec_hash({"workload": workload, "engineArgsSet": engine_args_set})
+    return spec_hash(dict(workload=workload, engineArgsSet=engine_args_set))
 
 
 def derived_workload_name(sweep: str, workload: str, engine_args_set: str) -> str:
@@ -128,7 +133,7 @@ def derived_workload_name(sweep: str, workload: str, engine_args_set: str) -> st
     and ``qwen`` × ``fp8-kv`` would both be ``qwen-fp8-kv``, and two sweeps deriving the same
     pair would fight over one Workload.
     """
-    digest = spec_hash({"sweep": sweep, "workload": workload, "engineArgsSet": engine_args_set})
+    digest = spec_hash(dict(sweep=sweep, workload=workload, engineArgsSet=engine_args_set))
     return child_name(f"{workload}-{engine_args_set}", f"-{digest[:8]}", limit=LABEL_NAME_MAX)
 
 

@@ -10,13 +10,14 @@ leaderboard`` does:
   comparison key that have per-question scores (paired tests, Holm over all pairs at 0.05;
   ``1 +`` the cells significantly better, so cells no test separates share a rank), computed
   from remembered pairwise comparisons (:mod:`kyai.sweeps._memo`: the same figures);
-- with ``spec.baseline``: ``delta``, ``pValue``, ``test`` and ``nonInferior`` from
-  :func:`kyai.stats.compare` (baseline cell's scores, the row's scores, the margin: the
-  Bonett–Price interval for 0/1 scores, else t), against the baseline cell of the same
-  Snapshot and comparison key; ``delta`` is the difference of the avgScores when
-  per-question scores are missing (then no p-value); continuous scores whose differences are
-  all equal give no interval: ``estimable`` False, no ``pValue`` or ``nonInferior``, the
-  note says why;
+- with ``spec.baseline``: ``delta``, ``deltaInterval``, ``pairedQuestions`` (n), ``pValue``,
+  ``test`` and ``nonInferior`` from :func:`kyai.stats.compare` (baseline cell's scores, the
+  row's scores, the margin: the Bonett–Price interval for 0/1 scores, else t), against the
+  baseline cell of the same Snapshot and comparison key; a ``nonInferior`` False says why
+  (``nonInferiorReason``: the interval's low end against the margin, in points, on n
+  questions); ``delta`` is the difference of the avgScores when per-question scores are
+  missing (then no p-value); continuous scores whose differences are all equal give no
+  interval: ``estimable`` False, no ``pValue`` or ``nonInferior``, the note says why;
 - ``pareto``: :func:`kyai.ranking.pareto_front` of the same group (score up, TTFT p50
   down);
 - ``best``: once every cell ended, the (workload, engine-args set) pairs ranked 1 on every
@@ -145,6 +146,7 @@ def _base_row(row: _Row) -> SweepRow:
             "comparison_key": entry.comparison_key,
             "ttft_p50_ms": entry.ttft_p50_ms,
             "output_tokens_per_second": entry.output_tokens_per_second,
+            "engine_args_hash": entry.engine_args_hash,
             "interval": None
             if bounds is None
             else SweepInterval(
@@ -211,6 +213,18 @@ def _baseline_of(
     return cells.get((workload, cell.engine_args_set, cell.snapshot))
 
 
+def non_inferior_reason(low: float, margin: float, n: int) -> str:
+    """Why a cell is not non-inferior: its difference's interval's low end is not above -margin.
+
+    In points (score × 100), as ``kyai compare`` says them: ``interval low end -55.4 points,
+    not above -5.0 (the margin), on 3 paired questions``.
+    """
+    return (
+        f"interval low end {low * 100:+.1f} points, not above -{margin * 100:.1f} "
+        f"(the margin), on {n} paired questions"
+    )
+
+
 def _compare_row(
     spec: EvaluationSweepSpec, row: _Row, base: _Row | None, current: SweepRow
 ) -> SweepRow:
@@ -239,10 +253,20 @@ def _compare_row(
         else:
             update |= {
                 "delta": result.mean_difference,
+                "paired_questions": result.n,
                 "p_value": result.p_value,
                 "test": result.test,
                 "non_inferior": result.non_inferior,
             }
+            if result.interval is not None:
+                update["delta_interval"] = SweepInterval(
+                    low=result.interval.low, high=result.interval.high,
+                    method=result.interval_method, confidence=result.confidence,
+                )  # fmt: skip
+                if result.non_inferior is False and spec.non_inferiority_margin is not None:
+                    update["non_inferior_reason"] = non_inferior_reason(
+                        result.interval.low, spec.non_inferiority_margin, result.n
+                    )
             if result.not_estimable is not None:
                 note = f"no verdict against the baseline: {result.not_estimable}"
                 update |= {"estimable": False, "note": _notes(current.note, note)}

@@ -12,7 +12,8 @@ A pair's discordant questions are the rows whose two scores differ (by more than
 ``kyai compare`` (checked here), for continuous scores every row scored differently. Every
 ordered pair (baseline, candidate) of a key is compared, so that either run can be the
 baseline; a pair lists its discordant rows by index, and the questions of each run are held
-once (``questions``), by run.
+once (``questions``), by run. A board of a sweep's runs names the sweep's baseline cell's run
+(``baseline``): the page's side by side starts from it, as the sweep's DELTA does.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def build(sources: Sources, *, now: datetime) -> dict[str, Any]:
         raise ViewError(str(exc)) from exc
     places = {place.entry.source: place for board in boards for place in board.places}
     runs = [_run_json(run, ids[run.entry.source], places[run.entry.source]) for run in sources.runs]
+    baselines = _sweep_baselines(sources.sweep, boards, ids)
     held: dict[str, list[dict[str, Any]]] = {}
     for run in sources.runs:
         if run.files is not None:
@@ -72,7 +74,9 @@ def build(sources: Sources, *, now: datetime) -> dict[str, Any]:
         "kyai_version": __version__,
         "notices": [notice.as_dict() for notice in notices],
         "runs": runs,
-        "boards": [_board_json(board, ids, now) for board in boards],
+        "boards": [
+            _board_json(board, ids, now, baselines.get(board.comparison_key)) for board in boards
+        ],
         "pairs": list(_pairs(sources.runs, boards, ids)),
         "questions": held,
         "sweep": None if sources.sweep is None else _sweep_json(sources.sweep, sources.runs, ids),
@@ -101,6 +105,7 @@ def _run_json(run: ViewRun, run_id: str, place: Place) -> dict[str, Any]:
         "model": entry.model,
         "framework": entry.framework,
         "engine_args_set": entry.engine_args_set,
+        "engine_args_hash": entry.engine_args_hash,
         "dataset": entry.dataset,
         "comparison_key": entry.comparison_key,
         "avg_score": entry.avg_score,
@@ -118,7 +123,9 @@ def _run_json(run: ViewRun, run_id: str, place: Place) -> dict[str, Any]:
     }
 
 
-def _board_json(board: Board, ids: Mapping[str, str], now: datetime) -> dict[str, Any]:
+def _board_json(
+    board: Board, ids: Mapping[str, str], now: datetime, baseline: str | None = None
+) -> dict[str, Any]:
     from kyai.leaderboard import COLUMNS, board_cells, footer
     from kyai.ranking import RANKING_METHOD
 
@@ -131,7 +138,30 @@ def _board_json(board: Board, ids: Mapping[str, str], now: datetime) -> dict[str
         "columns": [header for header, _ in COLUMNS],
         "rows": board_cells(board, now),
         "footer": footer(board),
+        # The run the side by side starts from (a sweep's baseline; None: the first named).
+        "baseline": baseline,
     }
+
+
+def _sweep_baselines(
+    sweep: SweepBoard | None, boards: Sequence[Board], ids: Mapping[str, str]
+) -> dict[str, str]:
+    """The baseline of the side by side, by comparison key: the sweep's baseline cell's run.
+
+    A sweep compares each cell with its baseline cell (``DELTA`` = cell - baseline), so the
+    page does too: the first run (in the sweep's table) of a row marked ``baseline``, among
+    the key's runs. Without a sweep, or a baseline, none: the first run named.
+    """
+    if sweep is None:
+        return {}
+    marked = [row.run for row in sweep.rows if row.baseline and row.run]
+    found: dict[str, str] = {}
+    for board in boards:
+        runs = {place.entry.run: place.entry.source for place in board.places}
+        chosen = next((runs[name] for name in marked if name in runs), None)
+        if chosen is not None:
+            found[board.comparison_key] = ids[chosen]
+    return found
 
 
 # -- pairs --------------------------------------------------------------------------------------

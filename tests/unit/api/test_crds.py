@@ -60,14 +60,19 @@ def test_names_columns_and_status() -> None:
         "Snapshot": ["snap"],
         "EvaluationRun": ["er"],
         "EvaluationSweep": ["esw", "sweep"],
+        "EvaluationSchedule": ["esched"],
     }
     esw = by_kind["EvaluationSweep"]["spec"]["versions"][0]
     columns = [c["name"] for c in esw["additionalPrinterColumns"] if not c.get("priority")]
     assert columns == ["Phase", "Cells", "Succeeded", "Failed", "Best", "Age"]
     er = by_kind["EvaluationRun"]["spec"]["versions"][0]
     visible = [c["name"] for c in er["additionalPrinterColumns"] if not c.get("priority")]
-    assert visible == ["Phase", "Score", "Latency-ms", "Workload", "Snapshot", "Reason", "Age"]
+    assert visible == [
+        "Phase", "Score", "Passed", "Latency-ms", "Workload", "Snapshot", "Reason", "Age"
+    ]  # fmt: skip
     paths = {c["name"]: c["jsonPath"] for c in er["additionalPrinterColumns"]}
+    # The gates' verdict beside the score (a run that missed its threshold still Succeeded).
+    assert paths["Passed"] == '.status.conditions[?(@.type=="Passed")].status'
     # WaitingForQuota (Kueue) shows in `kubectl get`: the Ready condition's reason.
     assert paths["Reason"] == '.status.conditions[?(@.type=="Ready")].reason'
     # A re-judge names no Workload or Snapshot itself: the columns read what the run scores.

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from kyai.api import EngineArgsSetSpec, EvaluationRunSpec, SnapshotSpec, WorkloadSpec
-from kyai.metrics import RunMetrics, SweepMetrics
+from kyai.metrics import RunMetrics, ScheduleMetrics, SweepMetrics
 from kyai.settings import OperatorSettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -69,6 +69,11 @@ def expected_namespaced_permissions() -> set[tuple[str, str, str]]:
     for resource in ("evaluationsweeps", "evaluationsweeps/status"):
         wanted |= {("kyai.io", resource, verb) for verb in ("get", "list", "patch", "watch")}
     wanted.add(("kyai.io", "evaluationsweeps/finalizers", "update"))
+    # Schedules: watched, their status written and their run-now annotation removed; the
+    # runs they make are owned (users create the schedules).
+    for resource in ("evaluationschedules", "evaluationschedules/status"):
+        wanted |= {("kyai.io", resource, verb) for verb in READ | {"patch", "update"}}
+    wanted.add(("kyai.io", "evaluationschedules/finalizers", "update"))
     children = [
         ("apps", "deployments"),
         ("", "services"),
@@ -301,6 +306,10 @@ def test_aggregated_user_roles(default_objects: list[dict[str, Any]]) -> None:
     assert {("kyai.io", "evaluationruns", "create"), ("kyai.io", "workloads", "delete")} <= editor
     assert {("kyai.io", "evaluationsweeps", verb) for verb in ("create", "delete")} <= editor
     assert {("kyai.io", "evaluationsweeps", verb) for verb in READ} <= viewer
+    assert {("kyai.io", "evaluationschedules", verb) for verb in ("create", "delete")} <= editor
+    assert ("kyai.io", "evaluationschedules/status", "get") in editor
+    assert {("kyai.io", "evaluationschedules", verb) for verb in READ} <= viewer
+    assert {("kyai.io", "evaluationschedules/status", verb) for verb in READ} <= viewer
     assert not any(res.endswith("/status") and verb != "get" for _, res, verb in editor)
 
 
@@ -390,6 +399,7 @@ def test_helm_test_pod_checks_health_and_crds(default_objects: list[dict[str, An
             "snapshots",
             "evaluationruns",
             "evaluationsweeps",
+            "evaluationschedules",
         )
     }
     # The operator's account may read CRDs: the test pod uses it.
@@ -471,6 +481,20 @@ def test_service_monitor_scrapes_the_metrics_service(custom_objects: list[dict[s
     assert service["spec"]["ports"][0]["port"] == 9090
 
 
+#: The EvaluationSchedule series issue 44 names, name -> labels (the dashboard's and the alert
+#: rules' contract with kyai.metrics; test_prometheus_rules.py reads it).
+SCHEDULE_SERIES = {
+    "kyai_schedule_last_score": {"namespace", "schedule"},
+    "kyai_schedule_last_run_timestamp_seconds": {"namespace", "schedule"},
+    "kyai_schedule_last_success_timestamp_seconds": {"namespace", "schedule"},
+    "kyai_schedule_period_seconds": {"namespace", "schedule"},
+    "kyai_schedule_suspended": {"namespace", "schedule"},
+    "kyai_schedule_regressed": {"namespace", "schedule"},
+    "kyai_schedule_runs_total": {"namespace", "schedule", "outcome"},
+    "kyai_schedule_change": {"namespace", "schedule"},
+}
+
+
 def exported_series() -> dict[str, set[str]]:
     """Sample name -> label names, as a running operator's /metrics shows them."""
     metrics = RunMetrics()
@@ -500,6 +524,20 @@ def exported_series() -> dict[str, set[str]]:
             "status": {"phase": "Running", "cells": {"total": 2, "running": 1, "succeeded": 1}},
         }
     )
+    schedules = ScheduleMetrics(registry=metrics.registry)
+    schedules.observe(
+        {
+            "metadata": {"namespace": "team-a", "name": "nightly"},
+            "spec": {"schedule": "0 2 * * *", "suspend": False},
+            "status": {
+                "phase": "Active", "lastScore": 0.75, "change": -0.05, "regressed": True,
+                "periodSeconds": 86400.0, "lastSuccessfulTime": "2026-01-31T02:04:00Z",
+                "runs": {"succeeded": 2, "failed": 1},
+                "history": [{"run": "nightly-1", "trigger": "schedule", "phase": "Succeeded",
+                             "finishedAt": "2026-01-31T02:04:00Z", "score": 0.75}],
+            },
+        }
+    )  # fmt: skip
     series: dict[str, set[str]] = {}
     for family in metrics.registry.collect():
         for sample in family.samples:
@@ -559,7 +597,10 @@ def test_dashboard_queries_use_only_what_the_operator_exports(
     ]
     variables = {var["name"]: var for var in dashboard["templating"]["list"]}
     expressions += [var["definition"] for var in variables.values() if "definition" in var]
+    expressions += [note["expr"] for note in dashboard["annotations"]["list"] if "expr" in note]
     exported = exported_series()
+    # The operator serves the schedule series issue 44 names, with its labels.
+    assert {name: exported.get(name) for name in SCHEDULE_SERIES} == SCHEDULE_SERIES
     assert "kyai_evaluation_latency_seconds" in exported and "kyai_operator_build_info" in exported
     used = set()
     for expr in expressions:
@@ -578,6 +619,7 @@ def test_dashboard_queries_use_only_what_the_operator_exports(
     assert "kyai_evaluation_latency_ms" not in used
     assert "kyai_evaluation_latency_seconds" in used
     assert {"kyai_evaluation_score_interval", "kyai_evaluation_ttft_seconds"} <= used
+    assert {"kyai_schedule_last_score", "kyai_schedule_regressed"} <= used
 
 
 def panel_named(dashboard: dict[str, Any], start: str) -> dict[str, Any]:
@@ -618,6 +660,36 @@ def test_dashboard_draws_the_interval_and_quality_against_speed() -> None:
     for panel in (table, bars, speed):
         for target in panel["targets"]:
             assert 'comparison_key="$comparison_key"' in target["expr"], target["expr"]
+
+
+def test_dashboard_draws_each_schedules_score_with_its_regressions_marked() -> None:
+    dashboard = json.loads((CHART / "dashboards" / "kyai.json").read_text())
+    (row,) = [panel for panel in dashboard["panels"] if panel["type"] == "row"]
+    assert row["title"] == "Continuous evaluation" and row["collapsed"] is False
+    scores = panel_named(dashboard, "Score over time per schedule")
+    assert scores["type"] == "timeseries"
+    assert scores["gridPos"]["y"] == row["gridPos"]["y"] + row["gridPos"]["h"]
+    # The row holds what lies below it: nothing of the other panels.
+    assert all(p["gridPos"]["y"] < row["gridPos"]["y"] for p in dashboard["panels"]
+               if p not in (row, scores))  # fmt: skip
+    targets = {target["refId"]: target for target in scores["targets"]}
+    score = "max by (namespace, schedule) (kyai_schedule_last_score)"
+    assert targets["A"]["expr"] == score
+    assert targets["A"]["legendFormat"] == "{{namespace}}/{{schedule}}"
+    # The regressions: the score again, only where the schedule regressed, drawn as red points.
+    regressed = "max by (namespace, schedule) (kyai_schedule_regressed) == 1"
+    assert targets["B"]["expr"] == f"{score} and on (namespace, schedule) ({regressed})"
+    (points,) = scores["fieldConfig"]["overrides"]
+    assert points["matcher"] == {"id": "byFrameRefID", "options": "B"}
+    assert {"id": "custom.drawStyle", "value": "points"} in points["properties"]
+    # ... and marked on the panel's time axis by an annotation of the same condition.
+    (note,) = dashboard["annotations"]["list"]
+    assert note["expr"] == regressed and note["enable"] is True
+    assert note["filter"] == {"exclude": False, "ids": [scores["id"]]}
+    for expr in (*(t["expr"] for t in targets.values()), note["expr"]):
+        selectors, grouping = promql_selectors(expr)
+        assert {name for name, _ in selectors} <= set(SCHEDULE_SERIES), expr
+        assert grouping == {"namespace", "schedule"}, expr
 
 
 def test_dashboard_ranks_one_comparison_key_by_score_then_latency() -> None:
@@ -693,7 +765,7 @@ def test_kustomize_default_builds_a_consistent_install(
 ) -> None:
     objects = kustomize(CONFIG / "default")
     kinds = [obj["kind"] for obj in objects]
-    assert kinds.count("CustomResourceDefinition") == 5
+    assert kinds.count("CustomResourceDefinition") == 6
     for kind in ("Namespace", "ServiceAccount", "ClusterRoleBinding", "Deployment", "Service"):
         assert kind in kinds
     namespace = one(objects, "Namespace")["metadata"]["name"]
@@ -712,7 +784,14 @@ def test_kustomize_default_builds_a_consistent_install(
     # The same rules as the chart's.
     assert permissions(manager["rules"]) == permissions(operator_role(default_objects)["rules"])
     # An editor and a viewer role per kind.
-    for singular in ("engineargsset", "workload", "snapshot", "evaluationrun", "evaluationsweep"):
+    for singular in (
+        "engineargsset",
+        "workload",
+        "snapshot",
+        "evaluationrun",
+        "evaluationsweep",
+        "evaluationschedule",
+    ):
         assert any(name.endswith(f"{singular}-editor-role") for name in roles)
         assert any(name.endswith(f"{singular}-viewer-role") for name in roles)
     settings = OperatorSettings.from_env(env_of(deployment))

@@ -178,11 +178,19 @@ def test_the_gateway_runs_the_operators_image_restricted(judged: list[dict[str, 
     assert security["capabilities"] == {"drop": ["ALL"]}
     assert pod["serviceAccountName"] == one(judged, "ServiceAccount")["metadata"]["name"]
     assert pod["serviceAccountName"] != operator["spec"]["template"]["spec"]["serviceAccountName"]
-    probes = {name: container[name]["httpGet"] for name in ("livenessProbe", "readinessProbe")}
+    kinds = ("startupProbe", "livenessProbe", "readinessProbe")
+    probes = {name: container[name]["httpGet"] for name in kinds}
     assert probes == {
+        "startupProbe": {"path": "/healthz", "port": "metrics"},
         "livenessProbe": {"path": "/healthz", "port": "metrics"},
         "readinessProbe": {"path": "/readyz", "port": "metrics"},
     }
+    # No liveness probe before the process first answers (a slow start is no restart), and
+    # the start may take longer than liveness would wait (its failures x its period).
+    startup, liveness = container["startupProbe"], container["livenessProbe"]
+    allowed = startup["periodSeconds"] * startup["failureThreshold"]
+    assert allowed >= 60 and allowed > liveness["periodSeconds"] * liveness["failureThreshold"]
+    assert startup["periodSeconds"] <= 5  # and the gateway starts serving soon after it answers
 
 
 def test_the_settings_follow_the_values(helm_binary: Path, tmp_path: Path) -> None:

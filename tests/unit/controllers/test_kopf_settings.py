@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import math
+from collections.abc import Iterator
 
 import kopf
 import pytest
@@ -12,6 +14,11 @@ import pytest
 from kyai.constants import GROUP, KINDS, VERSION
 from kyai.controllers import _kopf_json, handlers
 from kyai.controllers._diffbase import DigestDiffBaseStorage
+from kyai.controllers._multinode import (
+    KOPF_OBSERVATION_LOGGER,
+    LWS_ABSENT,
+    LeaderWorkerSetAbsence,
+)
 from kyai.settings import OperatorSettings
 
 
@@ -73,3 +80,43 @@ def test_kopf_watch_streams_parse_with_orjson_and_the_same_results() -> None:
     # Everything else is the json module's own.
     assert fast.dumps is json.dumps and fast.JSONDecodeError is json.JSONDecodeError
     assert fast.loads("[1]", parse_int=str) == ["1"]  # options: json itself
+
+
+@pytest.fixture
+def fresh_observation_logger() -> Iterator[logging.Logger]:
+    """kopf's observation logger without the filter an earlier configure_kopf attached."""
+    logger = logging.getLogger(KOPF_OBSERVATION_LOGGER)
+
+    def strip() -> None:
+        for found in [f for f in logger.filters if isinstance(f, LeaderWorkerSetAbsence)]:
+            logger.removeFilter(found)
+
+    strip()
+    yield logger
+    strip()
+
+
+def test_a_cluster_without_leader_worker_set_is_said_once_at_info(
+    fresh_observation_logger: logging.Logger, caplog: pytest.LogCaptureFixture
+) -> None:
+    from kopf._cogs.structs import references
+    from kopf._core.reactor import observation
+
+    handlers.configure_kopf(kopf.OperatorSettings())
+    handlers.configure_kopf(kopf.OperatorSettings())  # a second start-up attaches nothing more
+    lws = references.Selector("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
+    other = references.Selector("example.com", "v1", "foos")
+    caplog.set_level(logging.INFO)
+    # kopf's own check, as at start-up and at each later rescan (any CRD added or removed).
+    for _ in range(3):
+        observation._disable_mismatched_selectors(resources=set(), selectors=frozenset({lws}))
+    said = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert said == [(logging.INFO, LWS_ABSENT)], said
+    assert "multi-node serving" in LWS_ABSENT and "is off until" in LWS_ABSENT
+    # Another resource that resolves to nothing is still a warning (without LeaderWorkerSet).
+    caplog.clear()
+    selectors = frozenset({lws, other})
+    observation._disable_mismatched_selectors(resources=set(), selectors=selectors)
+    (warning,) = caplog.records
+    assert warning.levelno == logging.WARNING and "foos" in warning.getMessage()
+    assert "leaderworkerset" not in warning.getMessage()

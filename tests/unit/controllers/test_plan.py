@@ -277,3 +277,21 @@ async def test_rejudge_waits_for_the_source_run() -> None:
         await resolve_plan(services(running), RUN, run_spec)
     assert caught.value.reason == c.SOURCE_RUN_NOT_READY
     assert "phase Judging" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("dataset", "version"), [("capitals", "custom"), ("quantum-mechanics", "v1")]
+)
+async def test_a_builtin_judge_without_a_grader_names_the_runs_fields(
+    dataset: str, version: str
+) -> None:
+    # A resource's user has no CLI flags to pass: the message names the spec's fields.
+    snapshot = copy.deepcopy(SNAPSHOT)
+    snapshot["status"].update(dataset=dataset, version=version)
+    with pytest.raises(Invalid) as caught:
+        await resolve_plan(services(WORKLOAD, snapshot), RUN, spec(judge={"type": "builtin"}))
+    message = caught.value.message
+    assert message.startswith("judge type builtin: ") and "spec.judge.type: llm" in message
+    assert "--" not in message, message
+    if version == "custom":
+        assert "spec.judge.type: python with spec.judge.python" in message

@@ -196,3 +196,32 @@ def test_a_rejudge_entry_names_its_sources_workload_and_engine_args() -> None:
     entry = entry_from_run(rejudge, {("team-a", "qwen"): "fast-args"})
     assert entry is not None
     assert (entry.workload, entry.engine_args_set) == ("qwen", "fast-args")
+
+
+def test_a_run_keeps_its_engine_args_once_its_workload_is_gone(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 43: a sweep's derived Workloads are deleted when their cells end; the runs' own
+    # status says which EngineArgsSet served them (and its hash), whatever Workloads remain.
+    done = {"avgScore": 0.5, "comparisonKey": "k", "scores": [1.0, 0.0]}
+    recorded = run_object("cell-a", "Succeeded", **done, workload="qwen-set-a-1a2b3c4d",
+                          engineArgsSet="set-a", engineArgsHash="0123456789abcdef")  # fmt: skip
+    older = run_object("cell-b", "Succeeded", **done, workload="qwen-set-b-5e6f7a8b")
+    older["metadata"]["annotations"] = {"kyai.io/sweep-engine-args-set": "set-b"}  # no status
+    renamed = run_object("plain", "Succeeded", **done, engineArgsSet="set-a")
+    listed = ([recorded, older, renamed], {("team-a", "qwen"): "set-c"})  # qwen names set-c now
+    monkeypatch.setattr("kyai.leaderboard.cluster_runs", lambda namespace, all_namespaces: listed)
+    status, out, _ = leaderboard(capsys, "-n", "team-a", "-o", "json")
+    assert status == 0
+    (board,) = json.loads(out)["boards"]
+    shown = {e["run"]: (e["engine_args_set"], e["engine_args_hash"]) for e in board["entries"]}
+    assert shown == {"cell-a": ("set-a", "0123456789abcdef"), "cell-b": ("set-b", None),
+                     "plain": ("set-a", None)}  # fmt: skip
+    status, out, _ = leaderboard(capsys, "-n", "team-a")
+    header, *rows = out.splitlines()[1:5]
+    column = header.split().index("ENGINE-ARGS")
+    assert {row.split()[2]: row.split()[column] for row in rows} == {
+        "cell-a": "set-a", "cell-b": "set-b", "plain": "set-a"}  # fmt: skip
+    # Runs written before the status held it, and outside a sweep: the Workload's set now.
+    entry = entry_from_run(run_object("old", "Succeeded", **done), {("team-a", "qwen"): "set-c"})
+    assert entry is not None and entry.engine_args_set == "set-c"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -83,6 +84,31 @@ def test_json_keeps_the_rows_as_the_status_has_them() -> None:
     assert payload["sweep"] == "pick" and payload["phase"] == "Running"
     assert payload["rows"] == [r.to_k8s() for r in ROWS]
     assert payload["cells"]["total"] == 3 and payload["ranking"]["alpha"] == 0.05
+
+
+REASON = "interval low end -55.4 points, not above -5.0 (the margin), on 3 paired questions"
+
+
+def test_a_no_shows_the_differences_interval_its_n_and_why() -> None:
+    # Issue 43: "no" with DELTA +0.0000 said nothing more; now the interval, n and the reason.
+    no = row("qwen-int4", "mmlu", 1, 0.71, delta=0.0, pairedQuestions=3, pValue=1.0,
+             deltaInterval={"low": -0.5543, "high": 0.5543, "method": "bonett-price",
+                            "confidence": 0.95},
+             test="mcnemar-exact", nonInferior=False, nonInferiorReason=REASON)  # fmt: skip
+    board = board_from(sweep_with([row("qwen-fp8", "mmlu", 1, 0.71, baseline=True), no]))
+    lines = render_table(board).splitlines()
+    header = next(line for line in lines if line.startswith("RANK"))
+    line = next(line for line in lines if "qwen-int4" in line)
+    columns = re.split(r"\s{3,}", line)
+    assert re.split(r"\s{3,}", header)[7:12] == ["DELTA", "DELTA-INTERVAL", "PAIRED", "P-VALUE",
+                                                 "NON-INFERIOR"]  # fmt: skip
+    assert columns[7:12] == ["+0.0000", "-0.5543 to +0.5543", "3", "1 mcnemar-exact", "no"]
+    assert columns[-1] == f"not non-inferior: {REASON}"
+    assert f"not non-inferior: {REASON} |" in render_markdown(board)
+    (_, shown) = json.loads(render_json(board))["rows"]
+    assert shown["deltaInterval"] == {"low": -0.5543, "high": 0.5543, "method": "bonett-price",
+                                      "confidence": 0.95}  # fmt: skip
+    assert (shown["pairedQuestions"], shown["nonInferiorReason"]) == (3, REASON)
 
 
 def test_a_table_in_a_config_map_is_read_whole() -> None:

@@ -14,7 +14,7 @@ from kyai import __version__
 from kyai.controllers import handlers
 from kyai.controllers._services import Services
 from kyai.controllers.scheduling import Scheduler
-from kyai.metrics import RunMetrics
+from kyai.metrics import RUN_LABELS, RunMetrics, run_view
 from kyai.settings import OperatorSettings
 
 RUN = {
@@ -131,3 +131,18 @@ def test_an_unfinished_run_is_read_at_the_scrape_a_finished_one_at_once() -> Non
     assert value(families, "kyai_evaluation_runs", phase="Judging") == 1
     assert value(families, "kyai_evaluation_score", run="r1") == 0.5
     assert isinstance(metrics._runs[("team-a", "r2")], RunView)  # read once, then kept read
+
+
+def test_a_rejudge_is_labelled_with_its_source_runs_workload() -> None:
+    # A re-judge names no Workload in its spec; its status carries its source run's.
+    rejudge = {
+        "metadata": {"namespace": "team-a", "name": "r1-rejudge"},
+        "spec": {"generationFrom": {"runRef": {"name": "r1"}}},
+        "status": {**RUN["status"], "workload": "w", "snapshot": "s"},
+    }
+    labels = dict(zip(RUN_LABELS, run_view(rejudge).labels, strict=True))
+    assert labels["workload"] == "w" and labels["run"] == "r1-rejudge"
+    assert dict(zip(RUN_LABELS, run_view(RUN).labels, strict=True))["workload"] == "w"
+    metrics = RunMetrics()
+    metrics.observe(rejudge)
+    assert value(scrape(metrics), "kyai_evaluation_score", run="r1-rejudge", workload="w") == 0.5

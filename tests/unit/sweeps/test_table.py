@@ -132,17 +132,30 @@ def _sweep_of_two(ns: Any, base: list[float], cand: list[float], margin: float) 
 
 
 @pytest.mark.parametrize(
-    ("questions", "margin", "expected"),
-    [(3, 0.05, False), (100, 0.05, True), (100, 0.02, False)],
-)
+    ("questions", "margin", "expected", "reason"),
+    [
+        (3, 0.05, False, "interval low end -55.4 points, not above -5.0 (the margin), on 3 "
+                         "paired questions"),
+        (100, 0.05, True, None),
+        (100, 0.02, False, "interval low end -2.7 points, not above -2.0 (the margin), on 100 "
+                           "paired questions"),
+    ],
+)  # fmt: skip
 def test_cells_that_agree_on_every_question_prove_only_what_their_size_allows(
-    ns: Any, questions: int, margin: float, expected: bool
+    ns: Any, questions: int, margin: float, expected: bool, reason: str | None
 ) -> None:
     # The issue: no discordant question; 3 prove nothing, 100 leave about ±2.7 points.
     table = _sweep_of_two(ns, [0.0] * questions, [0.0] * questions, margin)
     row = by_cell(table)[("b", "s")]
     assert row.non_inferior is expected and row.estimable is None
     assert (row.delta, row.p_value, row.test) == (0.0, 1.0, "mcnemar-exact")
+    # Issue 43: the difference's interval and n are in the row, and a "no" says why.
+    truth = compare([0.0] * questions, [0.0] * questions, non_inferiority=margin)
+    assert truth.interval is not None and row.delta_interval is not None
+    assert (row.delta_interval.low, row.delta_interval.high) == (truth.interval.low,
+                                                                 truth.interval.high)  # fmt: skip
+    assert (row.delta_interval.method, row.paired_questions) == ("bonett-price", questions)
+    assert row.non_inferior_reason == reason
     assert [r.rank for r in table.rows] == [1, 1]  # nothing separates them
     assert sorted(choice.workload for choice in table.best or ()) == ["a", "b"]
 
@@ -169,9 +182,10 @@ def test_continuous_cells_that_differ_equally_everywhere_get_no_verdict(
                        table.rows)  # fmt: skip
     printed = render_table(board).splitlines()
     line = next(text for text in printed if text.startswith("1 ") and " b " in text)
-    columns = re.split(r"\s{2,}", line)  # DELTA, P-VALUE, NON-INFERIOR side by side
+    columns = re.split(r"\s{2,}", line)  # DELTA, its interval, n, P-VALUE, NON-INFERIOR
     delta = columns.index("+0.1000")
-    assert columns[delta + 1 : delta + 3] == [NOT_ESTIMABLE, NOT_ESTIMABLE], line
+    assert columns[delta + 1 : delta + 5] == [NOT_ESTIMABLE, str(questions), NOT_ESTIMABLE,
+                                              NOT_ESTIMABLE], line  # fmt: skip
     assert "yes" not in columns and "cannot be estimated" in line
     data = [r for r in json.loads(render_json(board))["rows"] if r["workload"] == "b"]
     assert data[0]["estimable"] is False and "nonInferior" not in data[0]
@@ -202,6 +216,23 @@ def test_an_engine_args_baseline_compares_within_each_workload(ns: Any) -> None:
     assert rows[("q", "fast")].delta == pytest.approx(-1 / 40)
     assert rows[("r", "fast")].delta == pytest.approx(1 / 40)
     assert rows[("r", "fast")].non_inferior is None  # no margin given
+
+
+def test_a_row_carries_the_engine_args_hash_its_run_recorded(ns: Any) -> None:
+    # Issue 43: the derived Workload is gone once its cell ended; the run's status holds the
+    # hash of the EngineArgsSet that served it.
+    ns.add_workload("q")
+    ns.add_engine_args_set("fast")
+    ns.add_snapshot("s")
+    sweep = spec(workloads=names("q"), engineArgsSets=names("fast"), snapshots=names("s"))
+    ns.step(sweep)
+    ns.succeed(ns.run_of("q", "s", "fast"), ones(30), engineArgsSet="fast",
+               engineArgsHash="0123456789abcdef")  # fmt: skip
+    for workload in ns.derived():
+        ns.gone(workload["metadata"]["name"])
+    states = cell_states(ns.sweep, ns.expand(sweep), ns.sweep_runs())
+    (row,) = build_table(sweep, ns.expand(sweep), states, final=True).rows
+    assert (row.engine_args_set, row.engine_args_hash) == ("fast", "0123456789abcdef")
 
 
 def test_a_baseline_of_another_comparison_key_gives_no_delta(ns: Any) -> None:

@@ -360,3 +360,52 @@ def test_runs_of_one_name_are_shown_by_their_paths(tmp_path: Path, run_writer: R
     data = page_data(one, two)
     assert [run["label"] for run in data["runs"]] == [str(one), str(two)]
     assert str(one) in the_pair(data, str(one), str(two))["sentence"]
+
+
+def test_a_cluster_run_shows_its_engine_args_once_its_workload_is_gone(
+    cluster: list[dict[str, Any]],
+) -> None:
+    # Issue 43: the cluster lists no Workload (a sweep deleted its derived ones); the run's
+    # status names the EngineArgsSet that served it.
+    cluster += [run_object("a", right_on({1, 2}, 10)), run_object("b", right_on({2}, 10))]
+    cluster[0]["status"] |= {"engineArgsSet": "set-a", "engineArgsHash": "0123456789abcdef"}
+    data = build(cluster_sources("evals", None, None), now=NOW)
+    shown = {
+        run["label"]: (run["engine_args_set"], run["engine_args_hash"]) for run in data["runs"]
+    }
+    assert shown == {"a": ("set-a", "0123456789abcdef"), "b": ("", None)}
+    (board,) = data["boards"]
+    column = board["columns"].index("ENGINE-ARGS")
+    assert {row[2]: row[column] for row in board["rows"]} == {"a": "set-a", "b": "-"}
+
+
+def test_a_sweeps_two_runs_side_by_side_start_from_the_sweeps_baseline(
+    cluster: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, make_run: RunFactory
+) -> None:
+    from kyai.sweep_board import board_from
+
+    # Issue 43: the top-scoring run is named first, but the sweep compares with its baseline
+    # (DELTA = cell - baseline): the page's pair starts from the baseline, the same sign.
+    scores = {"r0": right_on({0, 1, 2, 3}, 10), "r1": right_on({0, 1}, 10)}
+    rows = [
+        SweepRow.model_validate(
+            {"cell": f"c{name}", "workload": f"w{name}", "snapshot": "s", "run": name,
+             "phase": "Succeeded", "avgScore": sum(values) / 10, "comparisonKey": "key-a",
+             **({"baseline": True} if name == "r1" else {"delta": 0.2})}
+        )
+        for name, values in scores.items()
+    ]  # fmt: skip
+    status = EvaluationSweepStatus(phase="Succeeded", table=rows, table_rows=len(rows))
+    sweep = {"metadata": {"name": "pick", "namespace": "evals"}, "status": status.to_k8s()}
+    monkeypatch.setattr("kyai.sweep_board.read_board", lambda namespace, name: board_from(sweep))
+    cluster += [run_object(name, values) for name, values in scores.items()]
+    data = build(cluster_sources(None, "pick", None), now=NOW)
+    ids = {run["label"]: run["id"] for run in data["runs"]}
+    assert list(ids) == ["r0", "r1"]  # the sweep's table order: the top-scoring run first
+    (board,) = data["boards"]
+    assert board["baseline"] == ids["r1"]
+    compared = the_pair(data, "r1", "r0")["comparison"]
+    assert compared["mean_difference"] == pytest.approx(rows[0].delta)
+    # Runs without a sweep: no baseline of their own (the first run named is the page's).
+    plain = page_data(make_run("x", right_on({1}, 4)), make_run("y", right_on({2}, 4)))
+    assert [board["baseline"] for board in plain["boards"]] == [None]

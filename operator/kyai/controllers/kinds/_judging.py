@@ -136,8 +136,14 @@ def judged_outcome(spec: EvaluationRunSpec, status: EvaluationRunStatus) -> Outc
             c.RESULT_MISSING, "the judge Job succeeded but reported no avgScore into the status"
         )
     questions, error_count = status.questions or 0, status.error_count or 0
+    subset = status.subset
+    asked = (
+        f" (a subset: the first {subset.limit} of {subset.of}, spec.generation.limit)"
+        if subset is not None
+        else ""
+    )
     message = (
-        f"avgScore {score:.4f} over {questions} questions ({error_count} errors), "
+        f"avgScore {score:.4f} over {questions} questions{asked} ({error_count} errors), "
         f"comparison key {status.comparison_key}"
     )
     return Outcome(message, threshold_condition(spec.thresholds, score, error_count, questions))

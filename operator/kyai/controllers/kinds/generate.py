@@ -106,6 +106,7 @@ class GenerateKind(RunKind):
             results_claim=results_claim, results_path=worker_args.results_path(name),
             questions=rows.rows, judge_model=judges.model,
         )  # fmt: skip
+        served.record_engine_args(facts)
         return Resolution(plan, facts, protect={"Workload": workload, "Snapshot": snapshot})
 
     def steps(self, ctx: RunContext, spec: EvaluationRunSpec, plan: AnyPlan) -> Sequence[JobStep]:

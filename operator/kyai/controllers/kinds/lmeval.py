@@ -67,6 +67,7 @@ class LmEvalKind(RunKind):
             dataset=f"lm-eval:{', '.join(plan.tasks)}", results_claim=plan.results_claim,
             results_path=worker_args.results_path(ctx.name),
         )  # fmt: skip
+        served.record_engine_args(facts)
         return Resolution(plan, facts, protect={"Workload": workload})
 
     def steps(self, ctx: RunContext, spec: EvaluationRunSpec, plan: AnyPlan) -> Sequence[JobStep]:

@@ -33,7 +33,8 @@ from kyai.controllers.runkind import (
 
 #: What a re-judge records of its source run when it starts.
 SOURCE_FACTS = (
-    "workload", "snapshot", "model", "framework", "dataset", "dataset_version", "dataset_sha256",
+    "workload", "snapshot", "model", "framework", "engine_args_set", "engine_args_hash",
+    "dataset", "dataset_version", "dataset_sha256",
 )  # fmt: skip
 
 

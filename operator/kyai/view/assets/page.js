@@ -41,11 +41,17 @@
   function section(id, title, ...children) {
     return el("section", { id }, el("h2", { text: title }), ...children);
   }
+  // Plotly's toolbar (its modebar: top right, shown on hover, about 25 px high) lies over the
+  // figure's top margin: every chart's top margin holds it, so it never covers data.
+  const MODEBAR_ROOM = 36;
   function plot(node, traces, layout) {
-    const base = { margin: { l: 10, r: 20, t: 10, b: 45 }, font: { size: 12 }, showlegend: true,
-      legend: { orientation: "h", y: -0.25 }, paper_bgcolor: "#fff", plot_bgcolor: "#fafafa" };
-    window.Plotly.newPlot(node, traces, Object.assign(base, layout),
-      { displaylogo: false, responsive: true });
+    const base = { margin: { l: 10, r: 20, t: MODEBAR_ROOM, b: 45 }, font: { size: 12 },
+      showlegend: true, legend: { orientation: "h", y: -0.25 }, paper_bgcolor: "#fff",
+      plot_bgcolor: "#fafafa" };
+    const merged = Object.assign(base, layout);
+    merged.margin = Object.assign({}, merged.margin,
+      { t: Math.max(merged.margin.t || 0, MODEBAR_ROOM) });
+    window.Plotly.newPlot(node, traces, merged, { displaylogo: false, responsive: true });
   }
   function matches(texts, query) {
     if (!query) return true;
@@ -128,8 +134,8 @@
       text: members.map((run) => `${run.label}: ${fixed(run.avg_score, 4)}, ${interval(run.interval)}`),
       hoverinfo: "text",
     }], {
-      height: 110 + 34 * members.length,
-      margin: { l: 240, r: 20, t: 10, b: 45 },
+      height: 100 + MODEBAR_ROOM + 34 * members.length,
+      margin: { l: 240, r: 20, t: MODEBAR_ROOM, b: 45 },
       xaxis: { title: { text: "score" }, range: [0, 1.02], zeroline: false },
       yaxis: { autorange: "reversed", automargin: true },
       showlegend: false,
@@ -157,9 +163,12 @@
       select.value = chosen;
     }
     function onKey() {
-      const ids = ordered(keys.find((board) => board.comparison_key === keySelect.value));
-      fill(baseSelect, ids, ids[0]);
-      fill(candSelect, ids, ids[1]);
+      const board = keys.find((b) => b.comparison_key === keySelect.value);
+      const ids = ordered(board);
+      // A sweep's baseline cell is the baseline here too (its DELTA is cell - baseline).
+      const base = ids.includes(board.baseline) ? board.baseline : ids[0];
+      fill(baseSelect, ids, base);
+      fill(candSelect, ids, ids.find((id) => id !== base));
       show();
     }
     function show() {
