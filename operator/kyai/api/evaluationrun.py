@@ -576,6 +576,31 @@ class WorkerStatus(KyaiModel):
     ] = None
     """Agreement between judges (exact agreement, mean absolute difference, Cohen's kappa)."""
 
+    def not_comparable_with(self, baseline: WorkerStatus, *, this: str, name: str) -> str | None:
+        """Why this run (called ``this``) and the run ``name`` answer different questions.
+
+        None when they answer the same ones: the same comparison key, as many questions, the
+        same rows (dataset sha256, when both report it). Said as the run's conditions say it.
+        """
+        if self.comparison_key != baseline.comparison_key:
+            return (
+                f"not compared with the baseline {name}: the comparison keys differ ({this} "
+                f"{self.comparison_key}, {name} {baseline.comparison_key}); runs of different "
+                "keys answer different questions (dataset, prompts, judge or scoring)"
+            )
+        if self.questions != baseline.questions:
+            return (
+                f"not compared with the baseline {name}: {this} has {self.questions} "
+                f"questions, {name} {baseline.questions}"
+            )
+        shas = (self.dataset_sha256, baseline.dataset_sha256)
+        if None not in shas and shas[0] != shas[1]:
+            return (
+                f"not compared with the baseline {name}: the rows differ (dataset sha256 "
+                f"{shas[0]} in {this}, {shas[1]} in {name})"
+            )
+        return None
+
     def question_scores(self, *, where: str = "the run") -> tuple[float, ...]:
         """Every question's score in row order, from ``scores`` or ``scoresPacked``.
 

@@ -140,25 +140,7 @@ def _not_comparable(
     gate: NonInferiority, candidate: EvaluationRunStatus, baseline: EvaluationRunStatus
 ) -> str | None:
     """Why the two runs answer different questions (None: the same ones)."""
-    name = gate.baseline_ref.name
-    if candidate.comparison_key != baseline.comparison_key:
-        return (
-            f"not compared with the baseline {name}: the comparison keys differ (this run "
-            f"{candidate.comparison_key}, {name} {baseline.comparison_key}); runs of different "
-            "keys answer different questions (dataset, prompts, judge or scoring)"
-        )
-    if candidate.questions != baseline.questions:
-        return (
-            f"not compared with the baseline {name}: this run has {candidate.questions} "
-            f"questions, {name} {baseline.questions}"
-        )
-    shas = (candidate.dataset_sha256, baseline.dataset_sha256)
-    if None not in shas and shas[0] != shas[1]:
-        return (
-            f"not compared with the baseline {name}: the rows differ (dataset sha256 "
-            f"{shas[0]} here, {shas[1]} in {name})"
-        )
-    return None
+    return candidate.not_comparable_with(baseline, this="this run", name=gate.baseline_ref.name)
 
 
 def non_inferiority(

@@ -25,7 +25,6 @@ Workloads their template names (:class:`Schedules`, a small work queue like the 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
@@ -60,10 +59,10 @@ from kyai.constants import (
 from kyai.controllers import _conditions as c
 from kyai.controllers._conditions import Change
 from kyai.controllers._kube import KubeError
-from kyai.controllers._requeues import Requeues
 from kyai.controllers._result import DONE, Result, after
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter
+from kyai.controllers._workqueue import WorkQueue
 from kyai.metrics import ScheduleMetrics
 from kyai.schedules import (
     ScheduleError,
@@ -533,24 +532,23 @@ def _message(
     return "; ".join(parts) or "idle"
 
 
-class Schedules:
+class Schedules(WorkQueue):
     """Looks at schedules when their events, their runs', their Workloads' or time call for it.
 
-    A work queue as the sweeps' (:class:`kyai.controllers.evaluationsweep.Sweeps`): a schedule
-    asked for while its reconcile runs is reconciled once more after it, never twice at once.
+    A work queue as the sweeps' (:class:`~kyai.controllers._workqueue.WorkQueue`): a schedule
+    asked for while its reconcile runs is reconciled once more after it, never twice at once;
+    each reconcile asks for the look at the next cron time.
     """
 
+    what = "schedule"
+
     def __init__(self, svc: Services, metrics: ScheduleMetrics | None = None) -> None:
-        self.svc = svc
+        super().__init__(svc)
         self.metrics = metrics if metrics is not None else ScheduleMetrics()
         #: Schedules as last seen by their watch.
         self.known: dict[_Key, Mapping[str, Any]] = {}
         self._runs: dict[tuple[str, str], str] = {}
         self._workloads: dict[tuple[str, str], str | None] = {}
-        self._running: dict[_Key, asyncio.Task[None]] = {}
-        self._again: set[_Key] = set()
-        self._requeues: Requeues[_Key] = Requeues(self._fire)
-        self._resync: asyncio.Task[None] | None = None
 
     async def schedule_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A schedule's own watch event: metrics, the known schedules, a reconcile."""
@@ -559,7 +557,7 @@ class Schedules:
         if event_type == "DELETED":
             self.metrics.forget(*key)
             self.known.pop(key, None)
-            self._requeues.cancel(key)
+            self.cancel(*key)
             return
         self.metrics.observe(body)
         earlier = self.known.get(key)
@@ -594,70 +592,19 @@ class Schedules:
             if schedule_ns == namespace and _watches(schedule_body, name):
                 self.enqueue(namespace, schedule)
 
-    def enqueue(self, namespace: str, name: str) -> None:
-        """Reconcile the schedule now, or once more after the reconcile running."""
-        key = (namespace, name)
-        if key in self._running:
-            self._again.add(key)
-            return
-        self._running[key] = asyncio.ensure_future(self._work(key))
+    # -- the queue (WorkQueue) --
 
-    def _fire(self, key: _Key) -> None:
-        if key in self.known:
-            self.enqueue(*key)
+    def exists(self, key: _Key) -> bool:
+        """Whether the schedule is still watched."""
+        return key in self.known
 
-    async def _work(self, key: _Key) -> None:
-        try:
-            while True:
-                self._again.discard(key)
-                result = await self._reconcile(key)
-                self._requeues.ask(key, result.requeue_after)
-                if key not in self._again:
-                    return
-        finally:
-            self._running.pop(key, None)
+    async def reconcile(self, namespace: str, name: str) -> Result:
+        """One reconcile of the schedule."""
+        return await reconcile_schedule(self.svc, namespace, name)
 
-    async def _reconcile(self, key: _Key) -> Result:
-        retry = self.svc.settings.api_retry_seconds
-        try:
-            return await reconcile_schedule(self.svc, *key)
-        except KubeError as error:
-            log.warning("schedule %s/%s: %s; looking at it again in %g s", *key, error, retry)
-            return after(retry)
-        except Exception:
-            log.exception("schedule %s/%s: reconcile failed; again in %g s", *key, retry)
-            return after(retry)
-
-    async def idle(self) -> None:
-        """Wait until no reconcile runs (tests)."""
-        while self._running:
-            await asyncio.gather(*list(self._running.values()), return_exceptions=True)
-
-    def resync_once(self) -> int:
-        """Ask for a reconcile of every known schedule; how many."""
-        for key in list(self.known):
-            self.enqueue(*key)
-        return len(self.known)
-
-    async def resync_forever(self) -> None:
-        """:meth:`resync_once` every ``run_resync_seconds`` (a safety net for lost events)."""
-        while True:
-            await asyncio.sleep(self.svc.settings.run_resync_seconds)
-            self.resync_once()
-
-    def start(self) -> None:
-        """Start the resync loop (inside the running event loop)."""
-        self._resync = asyncio.create_task(self.resync_forever(), name="kyai-schedule-resync")
-
-    async def aclose(self) -> None:
-        """Stop the resync loop, the pending looks and the reconciles running."""
-        self._requeues.close()
-        tasks = [*self._running.values(), *([self._resync] if self._resync else [])]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+    def resync_keys(self) -> list[_Key]:
+        """Every schedule (a safety net for lost events and timers)."""
+        return list(self.known)
 
 
 def _wants_look(earlier: Mapping[str, Any], body: Mapping[str, Any]) -> bool:

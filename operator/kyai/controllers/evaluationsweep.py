@@ -32,7 +32,6 @@ and a missing object's grace period running out).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -51,10 +50,10 @@ from kyai.constants import LABEL_SWEEP
 from kyai.controllers import _conditions as c
 from kyai.controllers._conditions import Change
 from kyai.controllers._kube import KubeError
-from kyai.controllers._requeues import Requeues
 from kyai.controllers._result import DONE, Result, after
 from kyai.controllers._services import Services
 from kyai.controllers._status import StatusWriter
+from kyai.controllers._workqueue import WorkQueue
 from kyai.metrics import SweepMetrics
 from kyai.sweeps import (
     Plan,
@@ -422,16 +421,18 @@ def child_fingerprint(body: Mapping[str, Any]) -> tuple[Any, ...]:
     return (_phase(body), bool(_meta(body).get("deletionTimestamp")))
 
 
-class Sweeps:
+class Sweeps(WorkQueue):
     """Looks at sweeps when their events, their children's or a requeue call for it.
 
-    A work queue as controller-runtime's: a sweep asked for while its reconcile runs is
-    reconciled once more after it (any number of asks coalesce into one), never twice at
-    once.
+    A work queue as controller-runtime's (:class:`~kyai.controllers._workqueue.WorkQueue`):
+    a sweep asked for while its reconcile runs is reconciled once more after it (any number of
+    asks coalesce into one), never twice at once.
     """
 
+    what = "sweep"
+
     def __init__(self, svc: Services, metrics: SweepMetrics | None = None) -> None:
-        self.svc = svc
+        super().__init__(svc)
         self.metrics = metrics if metrics is not None else SweepMetrics()
         #: Sweeps as last seen by their watch.
         self.known: dict[_Key, Mapping[str, Any]] = {}
@@ -439,10 +440,6 @@ class Sweeps:
         self._children: dict[tuple[str, str, str], tuple[Any, ...]] = {}
         self._references: dict[tuple[str, str, str], tuple[Any, ...]] = {}
         self._tables: dict[_Key, str | None] = {}
-        self._running: dict[_Key, asyncio.Task[None]] = {}
-        self._again: set[_Key] = set()
-        self._requeues: Requeues[_Key] = Requeues(self._fire)
-        self._resync: asyncio.Task[None] | None = None
 
     # -- events --
 
@@ -455,7 +452,7 @@ class Sweeps:
             self.svc.forget(KIND, *key)
             self.known.pop(key, None)
             self._tables.pop(key, None)
-            self._requeues.cancel(key)
+            self.cancel(*key)
             return
         self.metrics.observe(body)
         self.known[key] = body
@@ -506,79 +503,18 @@ class Sweeps:
             if sweep_namespace == namespace and cares_about(sweep_body, kind, name):
                 self.enqueue(namespace, sweep)
 
-    # -- the queue --
+    # -- the queue (WorkQueue) --
 
-    def enqueue(self, namespace: str, name: str) -> None:
-        """Reconcile the sweep now, or once more after the reconcile running."""
-        key = (namespace, name)
-        if key in self._running:
-            self._again.add(key)
-            return
-        self._running[key] = asyncio.ensure_future(self._work(key))
+    def exists(self, key: _Key) -> bool:
+        """Whether the sweep is still watched."""
+        return key in self.known
 
-    def requeue(self, namespace: str, name: str, result: Result) -> None:
-        """Reconcile the sweep when ``result`` asks (the earliest of several asks wins)."""
-        self._requeues.ask((namespace, name), result.requeue_after)
-
-    def _fire(self, key: _Key) -> None:
-        if key in self.known:
-            self.enqueue(*key)
-
-    async def _work(self, key: _Key) -> None:
-        try:
-            while True:
-                self._again.discard(key)
-                self.requeue(*key, await self._reconcile(key))
-                if key not in self._again:
-                    return
-        finally:
-            self._running.pop(key, None)
-
-    async def _reconcile(self, key: _Key) -> Result:
-        """One reconcile; a failed API call (or a bug) asks for another look a little later."""
-        retry = self.svc.settings.api_retry_seconds
-        try:
-            outcome = await reconcile_sweep(self.svc, *key, tables=self._tables,
-                                            on_created=self.created)  # fmt: skip
-        except KubeError as error:
-            log.warning("sweep %s/%s: %s; looking at it again in %g s", *key, error, retry)
-            return after(retry)
-        except Exception:
-            log.exception("sweep %s/%s: reconcile failed; again in %g s", *key, retry)
-            return after(retry)
+    async def reconcile(self, namespace: str, name: str) -> Result:
+        """One reconcile of the sweep."""
+        outcome = await reconcile_sweep(self.svc, namespace, name, tables=self._tables,
+                                        on_created=self.created)  # fmt: skip
         return DONE if outcome is None else outcome.result
 
-    async def idle(self) -> None:
-        """Wait until no reconcile runs (tests)."""
-        while self._running:
-            await asyncio.gather(*list(self._running.values()), return_exceptions=True)
-
-    # -- the resync --
-
-    def resync_once(self) -> int:
-        """Ask for a reconcile of every sweep not finished; how many."""
-        unfinished = [key for key, body in self.known.items() if _phase(body) not in FINISHED]
-        for key in unfinished:
-            self.enqueue(*key)
-        return len(unfinished)
-
-    async def resync_forever(self) -> None:
-        """:meth:`resync_once` every ``run_resync_seconds``."""
-        interval = self.svc.settings.run_resync_seconds
-        while True:
-            await asyncio.sleep(interval)
-            self.resync_once()
-
-    def start(self) -> None:
-        """Start the resync loop (inside the running event loop)."""
-        self._resync = asyncio.create_task(self.resync_forever(), name="kyai-sweep-resync")
-
-    async def aclose(self) -> None:
-        """Stop the resync loop, the pending looks and the reconciles running."""
-        self._requeues.close()
-        tasks = [*self._running.values(), *([self._resync] if self._resync else [])]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+    def resync_keys(self) -> list[_Key]:
+        """The sweeps not finished."""
+        return [key for key, body in self.known.items() if _phase(body) not in FINISHED]

@@ -33,24 +33,7 @@ def _not_comparable(
     """Why run ``run`` and its baseline ``name`` answer different questions (None: the same)."""
     if run == name:
         return f"not compared: the run {run} is not its own baseline"
-    if candidate.comparison_key != baseline.comparison_key:
-        return (
-            f"not compared with the baseline {name}: the comparison keys differ ({run} "
-            f"{candidate.comparison_key}, {name} {baseline.comparison_key}); runs of different "
-            "keys answer different questions (dataset, prompts, judge or scoring)"
-        )
-    if candidate.questions != baseline.questions:
-        return (
-            f"not compared with the baseline {name}: {run} has {candidate.questions} "
-            f"questions, {name} {baseline.questions}"
-        )
-    shas = (candidate.dataset_sha256, baseline.dataset_sha256)
-    if None not in shas and shas[0] != shas[1]:
-        return (
-            f"not compared with the baseline {name}: the rows differ (dataset sha256 "
-            f"{shas[0]} in {run}, {shas[1]} in {name})"
-        )
-    return None
+    return candidate.not_comparable_with(baseline, this=run, name=name)
 
 
 def _no_baseline(run: str, key: str | None) -> str:

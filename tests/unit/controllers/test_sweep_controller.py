@@ -434,8 +434,8 @@ class CountingSweeps(Sweeps):
         self.asked.append((namespace, name))
         super().enqueue(namespace, name)
 
-    async def _reconcile(self, key: tuple[str, str]) -> Result:
-        self.looked.append(key)
+    async def reconcile(self, namespace: str, name: str) -> Result:
+        self.looked.append((namespace, name))
         await self.gate.wait()
         return DONE
 
