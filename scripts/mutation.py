@@ -345,6 +345,100 @@ GROUPS: dict[str, Group] = {
             ),
             notes="threshold_condition (avgScore, maxErrorRate) is in the controller group.",
         ),
+        # Issue 44: the schedules' decisions (cron as CronJob, regression, history) and the
+        # controller's use of them.
+        Group(
+            "schedules",
+            "mutmut",
+            (
+                "schedules/_cron.py",
+                "schedules/_regression.py",
+                "schedules/_history.py",
+                "controllers/evaluationschedule.py",
+            ),
+            (
+                "tests/unit/schedules",
+                "tests/unit/controllers/test_schedule_controller.py",
+            ),
+            mutants=(
+                "kyai.schedules.*",
+                "kyai.controllers.evaluationschedule.x_serving_hash_*",
+                "kyai.controllers.evaluationschedule.x__history_*",
+                "kyai.controllers.evaluationschedule.x__due_*",
+                "kyai.controllers.evaluationschedule.x__requested_*",
+                "kyai.controllers.evaluationschedule.x__changed_*",
+                "kyai.controllers.evaluationschedule.x_reconcile_schedule_*",
+            ),
+        ),
+        # Issue 45: the shared-cluster round's modules (Kueue, multi-node groups, leader
+        # election, streams, the report's data), each with the unit tests that reach it.
+        Group(
+            "kueue",
+            "mutmut",
+            ("controllers/_kueue.py",),
+            ("tests/unit/controllers/test_kueue.py", "tests/unit/controllers/test_guard_kueue.py"),
+            mutants=("kyai.controllers._kueue.*",),
+            also_copy=("config/argocd",),  # a test reads the Argo CD health checks
+        ),
+        Group(
+            "leader",
+            "mutmut",
+            ("controllers/leader.py",),
+            (
+                "tests/unit/controllers/test_leader_settings.py",
+                "tests/unit/controllers/test_guard_leader.py",
+            ),
+            mutants=("kyai.controllers.leader.*",),
+        ),
+        Group(
+            "multinode",
+            "mutmut",
+            ("engines/_multinode.py", "controllers/_multinode.py"),
+            (
+                "tests/unit/controllers/test_multinode_workload.py",
+                "tests/unit/engines/test_guard_multinode_args.py",
+                "tests/unit/controllers/test_guard_multinode_ready.py",
+            ),
+            mutants=("kyai.engines._multinode.*", "kyai.controllers._multinode.*"),
+        ),
+        Group(
+            "streams",
+            "mutmut",
+            ("evaluation/_stream.py",),
+            (
+                "tests/unit/evaluation/test_stream.py",
+                "tests/unit/evaluation/test_client_stream.py",
+                "tests/unit/evaluation/test_guard_stream_end.py",
+            ),
+            mutants=("kyai.evaluation._stream.*",),
+        ),
+        Group(
+            "view-data",
+            "mutmut",
+            ("view/payload.py",),
+            (
+                "tests/unit/view/test_payload.py",
+                "tests/unit/view/test_guard_discordant.py",
+                "tests/unit/view/test_guard_latest_record.py",
+            ),
+            mutants=("kyai.view.payload.*",),
+        ),
+        # Issue 42: the judge checked before the generation (shared checks, the engine's use).
+        Group(
+            "endpoint-checks",
+            "mutmut",
+            ("controllers/_endpoints.py", "evaluation/_preflight.py"),
+            (
+                "tests/unit/controllers/test_judge_checks.py",
+                "tests/integration/test_cli_endpoint_checks.py",
+            ),
+            mutants=(
+                "kyai.controllers._endpoints.*",
+                "kyai.evaluation._preflight.x__check_*",
+                "kyai.evaluation._preflight.x__failed_*",
+                "kyai.evaluation._preflight.x_check_server_*",
+            ),
+        ),
         Group(
             "sandbox-child",
             "file",

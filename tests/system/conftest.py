@@ -105,16 +105,40 @@ class InstalledOperator:
         return completed.stdout + completed.stderr
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "devcluster(**options): the module's devcluster is made with these keyword arguments "
+        "of DevCluster (kueue=True, lws=True); not for --with-e2e (tests/system/conftest.py)",
+    )
+
+
+def devcluster_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The options of the module's ``pytest.mark.devcluster`` (``pytestmark``), else {}."""
+    marker = request.node.get_closest_marker("devcluster")
+    return {} if marker is None else dict(marker.kwargs)
+
+
 @pytest.fixture(scope="module")
 def cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DevClusterThread | None]:
-    """The devcluster, or None when the tests target a real cluster."""
+    """The devcluster, or None when the tests target a real cluster.
+
+    A module that needs the devcluster made with options says so once, beside its other
+    marks: ``pytestmark = pytest.mark.devcluster(kueue=True)`` (the keyword arguments of
+    :class:`~kyai_devcluster.DevCluster`: its Kueue or LeaderWorkerSet emulation). Such a
+    module is skipped with ``--with-e2e``: what it tests is the emulation's, which a real
+    cluster may not have.
+    """
+    options = devcluster_options(request)
     if e2e_kubeconfig(request.config) is not None:
+        if options:
+            pytest.skip(f"needs the devcluster made with {options} (devcluster only)")
         yield None
         return
     workdir = tmp_path_factory.mktemp("devcluster")
-    with DevClusterThread(workdir=workdir, local_images=(WORKER_IMAGE,)) as running:
+    with DevClusterThread(workdir=workdir, local_images=(WORKER_IMAGE,), **options) as running:
         yield running
 
 

@@ -243,6 +243,64 @@ class Kubectl:
             time.sleep(0.3)
         raise AssertionError(f"{kind}/{name} never matched; last status: {last.get('status')}")
 
+    def wait_items(
+        self,
+        kind: str,
+        namespace: str,
+        predicate: Callable[[list[dict[str, Any]]], bool],
+        *selector: str,
+        timeout: float = 60.0,
+        what: str = "",
+    ) -> list[dict[str, Any]]:
+        """The objects of ``kind`` (``-l`` ``selector``) once ``predicate`` holds of them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.items(kind, namespace, *selector)
+            if predicate(found):
+                return found
+            if time.monotonic() >= deadline:
+                names = [item["metadata"]["name"] for item in found]
+                said = what or f"{kind} never matched"
+                raise AssertionError(f"{said} (within {timeout:g} s): {kind} {names}")
+            time.sleep(0.3)
+
+    def wait_gone(self, kind: str, name: str, namespace: str, *, timeout: float = 30.0) -> bool:
+        """Whether the object is gone (``kubectl get`` fails) within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.run("get", kind, name, "-n", namespace, check=False).returncode != 0:
+                return True
+            time.sleep(0.3)
+        return False
+
+
+def finished(kubectl: Kubectl, name: str, namespace: str, timeout: float = 120) -> dict[str, Any]:
+    """The EvaluationRun once it has Succeeded or Failed."""
+    return kubectl.wait_for(
+        "evaluationrun", name, namespace, phase_is("Succeeded", "Failed"), timeout=timeout
+    )
+
+
+def condition(obj: dict[str, Any], type_: str = "Ready") -> dict[str, Any]:
+    """The object's condition ``type_``, or {} when it has none."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((found for found in conditions if found.get("type") == type_), {})
+
+
+def phase_is(*phases: str) -> Callable[[dict[str, Any]], bool]:
+    """For :meth:`Kubectl.wait_for`: the object's ``status.phase`` is one of ``phases``."""
+    return lambda obj: (obj.get("status") or {}).get("phase") in phases
+
+
+def reason_is(*reasons: str, type_: str = "Ready") -> Callable[[dict[str, Any]], bool]:
+    """For :meth:`Kubectl.wait_for`: the reason of condition ``type_`` is one of ``reasons``."""
+    return lambda obj: condition(obj, type_).get("reason") in reasons
+
+
+def progress(obj: dict[str, Any]) -> int:
+    """How many rows a run has answered (``status.progress.done``)."""
+    return int(((obj.get("status") or {}).get("progress") or {}).get("done", 0))
+
 
 class Operator:
     """``kyai operator`` as a subprocess; restartable."""

@@ -24,7 +24,14 @@ import pytest
 
 from kyai_devcluster import DevClusterThread
 from kyai_testing import LLMDouble, ModelSpec
-from system.helpers import Kubectl, Operator, keyed_judge, pod_network_operator, secret
+from system.helpers import (
+    Kubectl,
+    Operator,
+    finished,
+    keyed_judge,
+    pod_network_operator,
+    secret,
+)
 from system.test_operator import condition, phase_is, run, snapshot, workload
 
 pytestmark = pytest.mark.timeout(300)
@@ -63,21 +70,6 @@ def inuse_operator(
     running.start()
     yield running
     running.stop()
-
-
-def finished(kubectl: Kubectl, name: str, namespace: str, timeout: float = 120) -> dict[str, Any]:
-    return kubectl.wait_for(
-        "evaluationrun", name, namespace, phase_is("Succeeded", "Failed"), timeout=timeout
-    )
-
-
-def gone(kubectl: Kubectl, kind: str, name: str, namespace: str, timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if kubectl.run("get", kind, name, "-n", namespace, check=False).returncode != 0:
-            return True
-        time.sleep(0.3)
-    return False
 
 
 def served(namespace: str, rules: Path) -> list[dict[str, Any]]:
@@ -141,7 +133,8 @@ def test_an_engine_args_set_in_use_is_held_until_the_run_is_done(
     # The engine kept serving what the run measured: its pod template never changed.
     assert kubectl.get("deployment", "cand-engine", namespace)["spec"]["template"] == template
 
-    assert gone(kubectl, "engineargsset", "flags", namespace), "the EngineArgsSet was never freed"
+    freed = kubectl.wait_gone("engineargsset", "flags", namespace)
+    assert freed, "the EngineArgsSet was never freed"
     missing = kubectl.wait_for(
         "workload", "cand", namespace,
         lambda o: condition(o, "Ready")["reason"] == "EngineArgsSetNotFound",

@@ -1,6 +1,6 @@
 """Shared GPU clusters: the operator's Jobs wait in Kueue's queue and resume after preemption.
 
-The devcluster emulates Kueue v0.14.8 (``DevClusterThread(kueue=True)``): a ClusterQueue
+The devcluster emulates Kueue v0.14.8 (``pytest.mark.devcluster(kueue=True)``): a ClusterQueue
 whose quota admits one worker Job at a time (each asks 100m of cpu), a LocalQueue ``team``,
 WorkloadPriorityClasses ``low`` and ``high`` (preemption within the ClusterQueue). Runs
 labelled for ``team`` get Jobs that carry the queue's labels and start suspended; a run whose
@@ -28,11 +28,19 @@ import pytest
 
 from kyai_devcluster import DevClusterThread
 from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
-from system.helpers import WORKER_IMAGE, Kubectl, Operator, pod_network_operator
-from system.test_operator import phase_is, run, snapshot, workload
+from system.helpers import (
+    Kubectl,
+    Operator,
+    condition,
+    phase_is,
+    pod_network_operator,
+    progress,
+    reason_is,
+)
+from system.test_operator import run, snapshot, workload
 from system.test_sweeps import Watch
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.devcluster(kueue=True)]
 
 KUEUE = "kueue.x-k8s.io/v1beta1"
 QUEUE = "kueue.x-k8s.io/queue-name"
@@ -47,18 +55,6 @@ ROWS = [
     for i in range(16)
 ]
 EXPECTED_SCORES = [1.0 if i % 2 == 0 else 0.0 for i in range(16)]
-
-
-@pytest.fixture(scope="module")
-def cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DevClusterThread | None]:
-    """The devcluster with its Kueue emulation (module-scoped: this module's only)."""
-    if request.config.getoption("--with-e2e"):
-        pytest.skip("the Kueue emulation runs in the devcluster only")
-    workdir = tmp_path_factory.mktemp("devcluster")
-    with DevClusterThread(workdir=workdir, local_images=(WORKER_IMAGE,), kueue=True) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
@@ -144,16 +140,6 @@ def labelled(body: dict[str, Any], **labels: str) -> dict[str, Any]:
     return body
 
 
-def ready(obj: dict[str, Any]) -> dict[str, Any]:
-    return next(
-        (c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {}
-    )
-
-
-def reason_is(*reasons: str) -> Any:
-    return lambda obj: ready(obj).get("reason") in reasons
-
-
 def test_queued_runs_wait_for_quota_and_their_jobs_carry_the_queue(
     kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
 ) -> None:
@@ -168,7 +154,7 @@ def test_queued_runs_wait_for_quota_and_their_jobs_carry_the_queue(
     waiting = kubectl.wait_for(
         "evaluationrun", "second", namespace, reason_is("WaitingForQuota"), timeout=30
     )
-    said = ready(waiting)
+    said = condition(waiting)
     assert said["status"] == "False", said
     assert "insufficient unused quota for cpu in flavor default-flavor" in said["message"], said
     assert "in LocalQueue team" in said["message"] and "second-generate" in said["message"]
@@ -218,10 +204,7 @@ def test_a_preempted_run_resumes_from_its_answers_with_the_same_scores(
             **{QUEUE: "team", PRIORITY: "low"},
         ),
     )
-    kubectl.wait_for(
-        "evaluationrun", "low", namespace,
-        lambda obj: ((obj.get("status") or {}).get("progress") or {}).get("done", 0) >= 2,
-    )  # fmt: skip
+    kubectl.wait_for("evaluationrun", "low", namespace, lambda obj: progress(obj) >= 2)
     kubectl.apply(
         labelled(
             run("high", namespace, double, generation=one_at_a_time),
@@ -232,7 +215,7 @@ def test_a_preempted_run_resumes_from_its_answers_with_the_same_scores(
         "evaluationrun", "low", namespace, reason_is("Preempted"), timeout=30
     )
     slow.delay_s = 0.5
-    said = ready(preempted)
+    said = condition(preempted)
     assert "Preempted to accommodate a workload" in said["message"], said
     assert "low-generate" in said["message"] and preempted["status"]["phase"] == "Generating"
     results = {}
@@ -450,27 +433,25 @@ def test_a_run_waits_while_kueue_preempts_its_served_engine_then_succeeds(
     body = run("r", namespace, double, generation={"concurrency": 1})
     body["spec"]["workloadRef"] = {"name": "low"}
     kubectl.apply(labelled(body, **{QUEUE: "team"}))
-    progress = lambda obj: ((obj.get("status") or {}).get("progress") or {}).get("done", 0)  # noqa: E731
     kubectl.wait_for("evaluationrun", "r", namespace, lambda obj: progress(obj) >= 2, timeout=60)
     # A high-priority served Workload takes the only GPU: Kueue evicts low's engine pod.
     kubectl.apply(*served_engine("high", namespace, "high", ttft_ms=0))
-    held = kubectl.wait_for(
-        "workloads.kyai.io", "low", namespace, reason_is("Preempted", "WaitingForQuota")
-    )
+    held = kubectl.wait_for("workloads.kyai.io", "low", namespace, reason_is("Preempted"))
     assert held["status"]["phase"] == "Deploying", held["status"]
-    waiting = kubectl.wait_for(
-        "evaluationrun", "r", namespace, reason_is("Preempted", "WaitingForQuota")
-    )
-    said = ready(waiting)
+    assert condition(held)["message"].startswith("the engine"), held["status"]
+    assert "was preempted by Kueue in LocalQueue team" in condition(held)["message"]
+    waiting = kubectl.wait_for("evaluationrun", "r", namespace, reason_is("Preempted"))
+    said = condition(waiting)
     assert waiting["status"]["phase"] == "Generating" and said["status"] == "False", said
     assert "the Workload low is not Ready" in said["message"], said
     kinds = {c["type"]: c["status"] for c in waiting["status"]["conditions"]}
     assert kinds.get("Stalled") == "False", kinds
     # Its generation Job is stopped while the engine is gone (made again after).
-    deadline = time.monotonic() + 30
-    while any(job["metadata"]["name"] == "r-generate" for job in kubectl.items("jobs", namespace)):
-        assert time.monotonic() < deadline, "the generation Job was not stopped"
-        time.sleep(0.3)
+    kubectl.wait_items(
+        "jobs", namespace,
+        lambda jobs: all(job["metadata"]["name"] != "r-generate" for job in jobs),
+        timeout=30, what="the generation Job was not stopped",
+    )  # fmt: skip
     stopped_at = progress(kubectl.get("evaluationrun", "r", namespace))
     assert stopped_at < len(rows)
     # The GPU comes back: low's engine is admitted again, and the run goes on and Succeeds.
@@ -504,7 +485,7 @@ def test_a_queue_name_kueue_cannot_take_is_stalled_at_once_and_makes_nothing(
     ):
         stalled = kubectl.wait_for(kind, name, namespace, reason_is("InvalidQueueName"),
                                    timeout=30)  # fmt: skip
-        said = ready(stalled)
+        said = condition(stalled)
         assert said["message"].startswith(
             f"the label {QUEUE} is '{value}', which no Kueue LocalQueue can be named: a queue "
             "name is a LocalQueue's name, which Kueue requires to be a lowercase RFC 1123 "

@@ -1,14 +1,14 @@
 """Workloads on several nodes: a LeaderWorkerSet group per replica (vLLM on Ray, SGLang).
 
-A devcluster with LeaderWorkerSet (``lws=True``): Workload with ``nodes: 2`` → the operator's
-LeaderWorkerSet (a leader and a worker per group) and the Service in front of the leaders →
-pods of the engine's image, which the kubelet runs as the engine stand-ins' multi-node
-launches (vLLM's ``multi-node-serving.sh`` with Ray, SGLang's ``--nnodes``) → the group Ready
-→ Workload Ready → a run against it Succeeds. A worker pod deleted recreates its group; the
-Workload goes Deploying, then Ready, and a run generating against it waits in between (its
-generation Job made again, no error rows). A change of the flags or of ``nodes`` (3, back to
-1, 2 again) rolls the groups. Parallel sizes that do not fit the group are Stalled before
-anything starts. Not for ``--with-e2e``.
+A devcluster with LeaderWorkerSet (``pytest.mark.devcluster(lws=True)``): Workload with
+``nodes: 2`` → the operator's LeaderWorkerSet (a leader and a worker per group) and the
+Service in front of the leaders → pods of the engine's image, which the kubelet runs as the
+engine stand-ins' multi-node launches (vLLM's ``multi-node-serving.sh`` with Ray, SGLang's
+``--nnodes``) → the group Ready → Workload Ready → a run against it Succeeds. A worker pod
+deleted recreates its group; the Workload goes Deploying, then Ready, and a run generating
+against it waits in between (its generation Job made again, no error rows). A change of the
+flags or of ``nodes`` (3, back to 1, 2 again) rolls the groups. Parallel sizes that do not
+fit the group are Stalled before anything starts. Not for ``--with-e2e``.
 """
 
 from __future__ import annotations
@@ -21,11 +21,18 @@ import pytest
 
 from kyai_devcluster import DevClusterThread
 from kyai_testing import LLMDouble
-from system.conftest import e2e_kubeconfig
-from system.helpers import WORKER_IMAGE, Kubectl, Operator, pod_network_operator
+from system.helpers import (
+    Kubectl,
+    Operator,
+    condition,
+    phase_is,
+    pod_network_operator,
+    progress,
+    reason_is,
+)
 from system.test_operator import snapshot
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.devcluster(lws=True)]
 
 ROWS = [
     {"instruction": "Capital of France?", "groundTruthResponse": "Paris", "externalRowId": "fr"},
@@ -37,19 +44,6 @@ SERVED: dict[str, tuple[str, dict[str, Any]]] = {
     "vllm-2n": ("vllm", {"tensor-parallel-size": 1, "pipeline-parallel-size": 2}),
     "sglang-2n": ("sglang", {"tp": 2}),
 }
-
-
-@pytest.fixture(scope="module")
-def cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DevClusterThread | None]:
-    """The devcluster with LeaderWorkerSet (this module's override of conftest's)."""
-    if e2e_kubeconfig(request.config) is not None:
-        yield None
-        return
-    workdir = tmp_path_factory.mktemp("devcluster-lws")
-    with DevClusterThread(workdir=workdir, local_images=(WORKER_IMAGE,), lws=True) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
@@ -112,11 +106,6 @@ def phase(obj: dict[str, Any]) -> str | None:
     return (obj.get("status") or {}).get("phase")
 
 
-def ready(obj: dict[str, Any]) -> dict[str, Any]:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c["type"] == "Ready"), {})
-
-
 def engine_pods(kubectl: Kubectl, name: str, namespace: str) -> list[dict[str, Any]]:
     return kubectl.items("pods", namespace, "-l", f"kyai.io/workload={name}")
 
@@ -131,10 +120,8 @@ def test_workloads_on_two_nodes_serve_from_a_group_and_recreate_it(
     kubectl.apply(*applied)
     for name, (framework, _) in SERVED.items():
         status = kubectl.wait_for(
-            "evaluationrun", f"{name}-run", namespace,
-            lambda o: (o.get("status") or {}).get("phase") in ("Succeeded", "Failed"),
-            timeout=150,
-        )["status"]  # fmt: skip
+            "evaluationrun", f"{name}-run", namespace, phase_is("Succeeded", "Failed"), timeout=150
+        )["status"]
         assert status["phase"] == "Succeeded", (name, status, lws_operator.logs()[-3000:])
         workload = kubectl.get("workload", name, namespace)["status"]
         assert workload["phase"] == "Ready", (name, workload)
@@ -158,9 +145,8 @@ def test_workloads_on_two_nodes_serve_from_a_group_and_recreate_it(
     # A worker killed: its group is recreated; the Workload goes Deploying, then Ready.
     name = "vllm-2n"
     kubectl.run("delete", "pod", "-n", namespace, f"{name}-lws-0-1", "--wait=false")
-    kubectl.wait_for("workload", name, namespace, lambda o: phase(o) == "Deploying", timeout=30)
-    ready = kubectl.wait_for("workload", name, namespace, lambda o: phase(o) == "Ready",
-                             timeout=90)["status"]  # fmt: skip
+    kubectl.wait_for("workload", name, namespace, phase_is("Deploying"), timeout=30)
+    ready = kubectl.wait_for("workload", name, namespace, phase_is("Ready"), timeout=90)["status"]
     assert ready["readyGroups"] == 1, ready
     pods = engine_pods(kubectl, name, namespace)
     assert len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods), pods
@@ -172,10 +158,8 @@ def test_parallel_sizes_that_do_not_fit_the_group_are_stalled_before_anything_st
     kubectl: Kubectl, lws_operator: Operator, namespace: str
 ) -> None:
     kubectl.apply(*objects("tp4", namespace, "vllm", {"tensor-parallel-size": 4}))
-    status = kubectl.wait_for(
-        "workload", "tp4", namespace,
-        lambda o: (o.get("status") or {}).get("phase") == "Failed", timeout=30,
-    )["status"]  # fmt: skip
+    failed = kubectl.wait_for("workload", "tp4", namespace, phase_is("Failed"), timeout=30)
+    status = failed["status"]
     stalled = {c["type"]: c for c in status["conditions"]}["Stalled"]
     assert stalled["status"] == "True" and stalled["reason"] == "InvalidSpec", status
     assert "--tensor-parallel-size 4" in status["message"], status
@@ -197,26 +181,23 @@ def test_a_run_waits_while_a_failed_worker_recreates_its_group_then_succeeds(
                  KYAI_STANDIN_LOAD_SECONDS="0", KYAI_STANDIN_TTFT_MS="1000"),
         body,
     )  # fmt: skip
-    progress = lambda o: ((o.get("status") or {}).get("progress") or {}).get("done", 0)  # noqa: E731
     kubectl.wait_for("evaluationrun", "kill-run", namespace, lambda o: progress(o) >= 1,
                      timeout=90)  # fmt: skip
     job = kubectl.get("job", "kill-run-generate", namespace)["metadata"]["uid"]
     # A worker of the group fails: LWS recreates the group, the engine is away a while.
     kubectl.run("delete", "pod", "-n", namespace, "kill-lws-0-1", "--wait=false")
-    kubectl.wait_for("workload", "kill", namespace, lambda o: phase(o) == "Deploying", timeout=30)
+    kubectl.wait_for("workload", "kill", namespace, phase_is("Deploying"), timeout=30)
     waiting = kubectl.wait_for(
-        "evaluationrun", "kill-run", namespace,
-        lambda o: ready(o).get("reason") == "WorkloadNotReady", timeout=30,
-    )  # fmt: skip
-    said = ready(waiting)
+        "evaluationrun", "kill-run", namespace, reason_is("WorkloadNotReady"), timeout=30
+    )
+    said = condition(waiting)
     assert waiting["status"]["phase"] == "Generating" and said["status"] == "False", said
     assert said["message"].startswith("the Workload kill is not Ready ("), said
     assert "the generation Job kill-run-generate is stopped" in said["message"], said
     assert progress(waiting) < len(rows), waiting["status"]
     done = kubectl.wait_for(
-        "evaluationrun", "kill-run", namespace,
-        lambda o: phase(o) in ("Succeeded", "Failed"), timeout=120,
-    )["status"]  # fmt: skip
+        "evaluationrun", "kill-run", namespace, phase_is("Succeeded", "Failed"), timeout=120
+    )["status"]
     assert done["phase"] == "Succeeded", (done, lws_operator.logs()[-3000:])
     assert done["errorCount"] == 0, done
     # The scores of an undisturbed run: the engine answers Paris to every question.

@@ -22,7 +22,7 @@ import pytest
 
 from kyai_devcluster import DevClusterThread
 from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
-from system.helpers import Kubectl, Operator, free_port, keyed_judge, secret
+from system.helpers import Kubectl, Operator, finished, free_port, keyed_judge, secret
 from system.test_operator import condition, condition_reason, phase_is, run, snapshot, workload
 
 pytestmark = pytest.mark.timeout(300)
@@ -160,19 +160,6 @@ def kind_run(
     }
 
 
-def finished(kubectl: Kubectl, name: str, namespace: str, timeout: float = 120) -> dict[str, Any]:
-    return kubectl.wait_for("er", name, namespace, phase_is("Succeeded", "Failed"), timeout=timeout)
-
-
-def gone(kubectl: Kubectl, kind: str, name: str, namespace: str, timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if kubectl.run("get", kind, name, "-n", namespace, check=False).returncode != 0:
-            return True
-        time.sleep(0.3)
-    return False
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_missing_api_key_secret_is_named_within_90_s(
     kind: str, kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
@@ -295,4 +282,4 @@ def test_a_reference_deleted_mid_run_never_hangs(
         assert done["status"].get("message"), done["status"]
     else:
         assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs())
-        assert gone(kubectl, *held, namespace)  # released once the run ended
+        assert kubectl.wait_gone(*held, namespace)  # released once the run ended

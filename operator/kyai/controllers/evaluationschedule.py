@@ -299,7 +299,6 @@ class _Wanted:
     trigger: Trigger
     scheduled_for: datetime | None = None
     run_now: str | None = None
-    serving: str | None = None
 
 
 def _requested(look: _Look) -> str | None:
@@ -322,15 +321,15 @@ async def _changed(look: _Look) -> tuple[str | None, bool]:
     return current, current is not None and recorded is not None and current != recorded
 
 
-async def _due(look: _Look, serving: str | None, changed: bool) -> tuple[list[_Wanted], Any]:
+async def _due(look: _Look, changed: bool) -> tuple[list[_Wanted], Any]:
     """The runs due now, in order (request, change, schedule), and the cron look."""
     wanted: list[_Wanted] = []
     spec = look.spec
     requested = _requested(look)
     if requested is not None:
-        wanted.append(_Wanted("request", run_now=requested, serving=serving))
+        wanted.append(_Wanted("request", run_now=requested))
     if changed and not spec.suspend:
-        wanted.append(_Wanted("change", serving=serving))
+        wanted.append(_Wanted("change"))
     cron = None
     if spec.schedule:
         last = parse_time(look.status.last_schedule_time)
@@ -340,7 +339,7 @@ async def _due(look: _Look, serving: str | None, changed: bool) -> tuple[list[_W
             starting_deadline_seconds=spec.starting_deadline_seconds,
         )  # fmt: skip
         if cron.run_at is not None and not spec.suspend:
-            wanted.append(_Wanted("schedule", scheduled_for=cron.run_at, serving=serving))
+            wanted.append(_Wanted("schedule", scheduled_for=cron.run_at))
     return wanted, cron
 
 
@@ -410,7 +409,7 @@ async def reconcile_schedule(
                  now or _now())  # fmt: skip
     history, compared = await _history(look)
     serving, changed = await _changed(look)
-    wanted, cron = await _due(look, serving, changed)
+    wanted, cron = await _due(look, changed)
     update = EvaluationScheduleStatus()
     made: list[str] = []
     for want in wanted:

@@ -247,8 +247,9 @@ def _register_workloads(registry: kopf.OperatorRegistry, settings: OperatorSetti
                    LABEL_COMPONENT: ENGINE_COMPONENT}, id="engine-pod",
                    registry=registry)  # fmt: skip
     async def engine_pod(labels: kopf.Labels, namespace: str | None, memo: kopf.Memo,
-                         **_: Any) -> None:  # fmt: skip
-        await reconcile_workload(services(memo), _ns(namespace), labels[LABEL_WORKLOAD])
+                         body: kopf.Body, **_: Any) -> None:  # fmt: skip
+        await reconcile_workload(services(memo), _ns(namespace), labels[LABEL_WORKLOAD],
+                                 pod=dict(body))  # fmt: skip
 
     # A Workload on several nodes: its LeaderWorkerSet's groups turning (un)ready. kopf
     # serves this watch only where the CRD exists (it picks the CRD up once installed).

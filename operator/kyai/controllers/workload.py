@@ -14,6 +14,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -290,10 +291,13 @@ async def fallback_window(
 class WorkloadReconciler:
     """One reconcile of one Workload."""
 
-    def __init__(self, svc: Services, body: dict[str, Any]) -> None:
+    def __init__(
+        self, svc: Services, body: dict[str, Any], evicted: dict[str, Any] | None = None
+    ) -> None:
         self.svc = svc
         self.eas_spec: EngineArgsSetSpec | None = None
         self.body = body
+        self.evicted = evicted
         self.writer = StatusWriter(svc, body)
         self.namespace, self.name = self.writer.namespace, self.writer.name
 
@@ -458,6 +462,9 @@ class WorkloadReconciler:
             return (*missing, "Deploying")
         selector = ",".join(f"{k}={v}" for k, v in workload_selector(self.name).items())
         pods = await self.svc.kube.list("Pod", self.namespace, label_selector=selector)
+        if self.evicted is not None:  # seen as Kueue evicted it: it may be deleted already
+            uid = self.evicted["metadata"].get("uid")
+            pods = [self.evicted, *(pod for pod in pods if pod["metadata"].get("uid") != uid)]
         held = await self._held_by_kueue(pods)
         if held is not None:
             return (*held, "Deploying")
@@ -527,7 +534,9 @@ class WorkloadReconciler:
 
         An evicted pod (``TerminationTarget``) is ``Preempted`` with Kueue's message; a pod
         gated by ``kueue.x-k8s.io/admission`` is ``WaitingForQuota`` with its Kueue
-        Workload's message. None when no pod waits for Kueue.
+        Workload's message, or still ``Preempted`` when the Workload says so already (the
+        evicted pod is gone, its replacement is a new Kueue Workload that knows nothing of
+        the eviction). None when no pod waits for Kueue.
         """
         for pod in pods:
             evicted = kueue.evicted_message(pod)
@@ -549,8 +558,16 @@ class WorkloadReconciler:
         )
         if held is None:  # admitted: Kueue removes the gate in a moment
             return None
+        what = f"the engine's pod {meta['name']}"
+        if held.reason == c.WAITING_FOR_QUOTA and self._ready_reason() == c.PREEMPTED:
+            held, what = replace(held, reason=c.PREEMPTED), f"the engine (now {what})"
         queue = queue_name(meta.get("labels") or {})
-        return held.reason, kueue.describe(held, f"the engine's pod {meta['name']}", queue)
+        return held.reason, kueue.describe(held, what, queue)
+
+    def _ready_reason(self) -> str | None:
+        """The reason the Workload's Ready condition gives now (None: no condition yet)."""
+        conditions = self.writer.status.get("conditions") or []
+        return next((found["reason"] for found in conditions if found.get("type") == c.READY), None)
 
     async def _missing_reference(self, spec: WorkloadSpec) -> tuple[str, str] | None:
         """(reason, message) for a Secret key or claim the engine's pod needs and lacks."""
@@ -656,10 +673,17 @@ def not_served_message(url: str, expected: str, cards: list[dict[str, Any]]) -> 
     )
 
 
-async def reconcile_workload(svc: Services, namespace: str, name: str) -> None:
-    """Fetch the Workload and reconcile it; nothing to do when it is gone."""
+async def reconcile_workload(
+    svc: Services, namespace: str, name: str, *, pod: dict[str, Any] | None = None
+) -> None:
+    """Fetch the Workload and reconcile it; nothing to do when it is gone.
+
+    ``pod``: the engine pod whose event asks for it. One Kueue has evicted is read beside
+    the listed pods: Kueue deletes it next, and a list made after may not have it.
+    """
+    evicted = pod if pod is not None and kueue.evicted_message(pod) is not None else None
     async with svc.locked("Workload", namespace, name):
         body = await svc.kube.get("Workload", namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return
-        await WorkloadReconciler(svc, body).reconcile()
+        await WorkloadReconciler(svc, body, evicted).reconcile()

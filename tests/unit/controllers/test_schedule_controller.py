@@ -267,3 +267,66 @@ async def test_a_change_while_suspended_waits_for_the_schedule_to_be_resumed() -
     kube.objects[("EvaluationSchedule", NS, NAME)]["spec"]["suspend"] = False
     await reconcile_schedule(svc, NS, NAME, now=at(3))
     assert runs(kube) == [run_name(NAME, "change", at(3))]
+
+
+async def test_each_run_made_and_a_burst_of_missed_times_is_an_event() -> None:
+    svc, kube = world(schedule_object(schedule="* * * * *"))
+    await reconcile_schedule(svc, NS, NAME, now=at(200))  # 200 cron times missed
+    await svc.events.aclose()
+    said = {(e["type"], e["reason"]): e["message"] for e in kube.events}
+    made = runs(kube)[0]
+    assert said[("Normal", "RunCreated")] == f"made the run {made} (schedule)"
+    assert said[("Warning", "TooManyMissedTimes")] == (
+        "200 cron times were missed; only the most recent is made"
+    )
+    (entry,) = status(kube).history or []
+    assert (entry.run, entry.phase, entry.created_at) == (made, "Pending", rfc(at(200)))
+
+
+async def test_a_schedule_being_deleted_makes_nothing() -> None:
+    body = schedule_object(schedule="* * * * *")
+    body["metadata"]["deletionTimestamp"] = rfc(at(1))
+    svc, kube = world(body)
+    await reconcile_schedule(svc, NS, NAME, now=at(5))
+    assert runs(kube) == [] and "status" not in kube.objects[("EvaluationSchedule", NS, NAME)]
+
+
+async def test_a_request_or_change_run_moves_no_cron_time() -> None:
+    body = schedule_object(schedule="0 * * * *")
+    body["metadata"]["annotations"][ANNOTATION_RUN_NOW] = "now"
+    svc, kube = world(body)
+    await reconcile_schedule(svc, NS, NAME, now=at(5))  # 23:53:30: no cron time passed
+    assert runs(kube) == [run_name(NAME, "request", at(5))]
+    assert status(kube).last_schedule_time is None
+
+
+async def test_a_cron_times_run_deleted_early_is_not_made_again() -> None:
+    svc, kube = world(schedule_object(schedule="0 * * * *"))
+    await reconcile_schedule(svc, NS, NAME, now=at(12))  # 00:00:30: 00:00 is due
+    (made,) = runs(kube)
+    await kube.delete("EvaluationRun", NS, made)  # deleted by someone before it finished
+    await reconcile_schedule(svc, NS, NAME, now=at(13))
+    assert runs(kube) == []  # 00:00 was made once; the next is 01:00
+
+
+async def test_a_comparison_is_made_once_and_kept_in_the_history() -> None:
+    svc, kube = world(
+        schedule_object(regression={"margin": 0.05}),
+        run_object("before", "Succeeded", created=at(1), scores=[1.0] * 30),
+        run_object("after", "Succeeded", created=at(3), scores=[0.0] * 30),
+    )
+    for minute in (4, 5, 6):
+        await reconcile_schedule(svc, NS, NAME, now=at(minute))
+    await svc.events.aclose()
+    regressions = [e for e in kube.events if e["reason"] == "Regressed"]
+    assert len(regressions) == 1, regressions  # said once, not at every look
+    entries = {entry.run: entry for entry in status(kube).history or []}
+    assert entries["after"].regressed is True and entries["after"].baseline == "before"
+    assert entries["after"].difference == -1.0
+    assert entries["before"].regressed is None  # nothing before it
+
+
+def test_a_workload_being_deleted_serves_nothing() -> None:
+    going = ready_workload("http://a/v1")
+    going["metadata"]["deletionTimestamp"] = rfc(CREATED)
+    assert serving_hash(going) is None
