@@ -32,6 +32,8 @@ from test_kueue import (
     DeletingKube,
     KueueKube,
     kueue_workload,
+    load_job,
+    resolving_snapshot,
     stamp,
 )
 from test_worker_pods import (
@@ -41,7 +43,6 @@ from test_worker_pods import (
     WORKLOAD,
     MemoryKube,
     condition,
-    obj,
     run_object,
     step,
     world,
@@ -231,23 +232,9 @@ async def test_a_finished_generation_is_judged_while_its_engine_is_away() -> Non
 
 
 async def test_a_snapshot_whose_load_job_was_preempted_resolves_again_once_readmitted() -> None:
-    snapshot = obj(
-        "Snapshot", "big",
-        {"source": {"url": {"url": "https://x/rows.jsonl", "sha256": "ab" * 32}},
-         "prompts": {"generation": "{instruction}", "judge": "{response}"}},
-        {"phase": "Resolving", "message": "writing 9 rows", "claim": "big-rows", "rows": 9,
-         "sha256": "ab" * 32, "conditions": [
-             {"type": "Ready", "status": "Unknown", "reason": c.RESOLVING,
-              "message": "writing 9 rows", "lastTransitionTime": ago(30)}]},
-    )  # fmt: skip
-    snapshot["metadata"]["labels"] = {QUEUE_NAME_LABEL: "team"}
+    snapshot = resolving_snapshot()
     job_name = load_job_name("big")
-    load = {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": job_name, "namespace": NS, "uid": "load-uid",
-                     "labels": {QUEUE_NAME_LABEL: "team"}},
-        "spec": {"suspend": False}, "status": {"active": 1, "startTime": ago(60)},
-    }  # fmt: skip
+    load = load_job(suspend=False, status={"active": 1, "startTime": ago(60)})
     kube = KueueKube(snapshot, load)
     svc, _ = world()
     svc.kube = kube  # type: ignore[assignment]

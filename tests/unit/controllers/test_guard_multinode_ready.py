@@ -9,17 +9,16 @@ groups. Against the in-memory API of test_worker_pods, as test_multinode_workloa
 
 from __future__ import annotations
 
-import copy
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kyai.api import WorkloadStatus
 from kyai.controllers import workload as controller
 
 sys.path.insert(0, str(Path(__file__).parent))
+from test_multinode_workload import reconcile
 from test_worker_pods import NS, MemoryKube, obj, world
 
 GROUP_SET = ("LeaderWorkerSet", NS, "big-lws")
@@ -38,12 +37,6 @@ def setup(kube: MemoryKube) -> None:
     spec = {"framework": "vllm", "model": "Qwen/Qwen3-8B", "nodes": 2, "replicas": 3,
             "resources": {"gpus": 1}, "engineArgsSetRef": {"name": "flags"}}  # fmt: skip
     kube.put(obj("Workload", "big", spec, {}))
-
-
-async def reconcile(svc: Any, kube: MemoryKube) -> WorkloadStatus:
-    body = copy.deepcopy(kube.objects[("Workload", NS, "big")])
-    await controller.WorkloadReconciler(svc, body).reconcile()
-    return WorkloadStatus.model_validate(kube.objects[("Workload", NS, "big")]["status"])
 
 
 def ready_pod(kube: MemoryKube, group: int, index: int) -> None:

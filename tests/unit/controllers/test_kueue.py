@@ -430,7 +430,8 @@ class KueueKube(MemoryKube):
         return await super().request(method, path, body=body, **kw)
 
 
-async def test_a_snapshot_whose_load_job_waits_for_quota_says_so() -> None:
+def resolving_snapshot() -> dict[str, Any]:
+    """A large Snapshot queued in LocalQueue team, its load Job writing its 9 rows."""
     snapshot = obj(
         "Snapshot", "big",
         {"source": {"url": {"url": "https://x/rows.jsonl", "sha256": "ab" * 32}},
@@ -441,13 +442,23 @@ async def test_a_snapshot_whose_load_job_waits_for_quota_says_so() -> None:
               "message": "writing 9 rows", "lastTransitionTime": ago(30)}]},
     )  # fmt: skip
     snapshot["metadata"]["labels"] = {QUEUE_NAME_LABEL: "team"}
-    job_name = load_job_name("big")
-    load = {
+    return snapshot
+
+
+def load_job(*, suspend: bool, status: dict[str, Any]) -> dict[str, Any]:
+    """That Snapshot's load Job (queued in team)."""
+    return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": job_name, "namespace": NS, "uid": "load-uid",
+        "metadata": {"name": load_job_name("big"), "namespace": NS, "uid": "load-uid",
                      "labels": {QUEUE_NAME_LABEL: "team"}},
-        "spec": {"suspend": True}, "status": {},
+        "spec": {"suspend": suspend}, "status": status,
     }  # fmt: skip
+
+
+async def test_a_snapshot_whose_load_job_waits_for_quota_says_so() -> None:
+    snapshot = resolving_snapshot()
+    job_name = load_job_name("big")
+    load = load_job(suspend=True, status={})
     kube = KueueKube(snapshot, load)
     kube.kueue["load-uid"] = kueue_workload(("QuotaReserved", "False", "Pending", PENDING))
     svc, _ = world()
