@@ -281,6 +281,31 @@ def finished(kubectl: Kubectl, name: str, namespace: str, timeout: float = 120) 
     )
 
 
+def events_of(
+    kubectl: Kubectl, name: str, namespace: str, reason: str, text: str = "", timeout: float = 10
+) -> list[dict[str, Any]]:
+    """The Events of object ``name`` with ``reason`` whose message names ``text``, waited for
+    ``timeout`` seconds (the operator posts events beside its status writes); [] if none came."""
+
+    def matching(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            event
+            for event in events
+            if event["involvedObject"].get("name") == name
+            and event.get("reason") == reason
+            and text in (event.get("message") or "")
+        ]
+
+    deadline = time.monotonic() + timeout  # then no match is the answer, not a failure
+    found = kubectl.wait_items(
+        "events",
+        namespace,
+        lambda events: bool(matching(events)) or time.monotonic() >= deadline,
+        timeout=timeout + 30,
+    )
+    return matching(found)
+
+
 def condition(obj: dict[str, Any], type_: str = "Ready") -> dict[str, Any]:
     """The object's condition ``type_``, or {} when it has none."""
     conditions = (obj.get("status") or {}).get("conditions") or []

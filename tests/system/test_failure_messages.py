@@ -16,8 +16,17 @@ from typing import Any
 import pytest
 
 from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
-from system.helpers import Kubectl, Operator, free_port, keyed_judge, secret
-from system.test_operator import condition, phase_is, run, snapshot, workload
+from system.helpers import (
+    Kubectl,
+    Operator,
+    condition,
+    events_of,
+    finished,
+    free_port,
+    keyed_judge,
+    secret,
+)
+from system.test_operator import run, snapshot, workload
 
 #: The key the run's Secret holds: the judge refuses it.
 CANARY_KEY = "sk-canary-7f3a9c-wrong"
@@ -40,22 +49,12 @@ def failed_run(
 ) -> tuple[dict[str, Any], str, list[dict[str, Any]]]:
     """The finished run (Failed with ``reason``), its Ready condition's message and the run's
     Events of that reason."""
-    done = kubectl.wait_for(
-        "evaluationrun", name, namespace, phase_is("Succeeded", "Failed"), timeout=120
-    )
+    done = finished(kubectl, name, namespace, timeout=120)
     assert done["status"]["phase"] == "Failed", (done["status"], operator.logs())
     ready = condition(done, "Ready")
     assert ready["reason"] == reason, ready
-    deadline = time.monotonic() + 10  # events are posted beside the status write
-    while True:
-        events = [
-            event
-            for event in kubectl.items("events", namespace)
-            if event["involvedObject"].get("name") == name and event.get("reason") == reason
-        ]
-        if events or time.monotonic() > deadline:
-            return done, str(ready["message"]), events
-        time.sleep(0.3)
+    events = events_of(kubectl, name, namespace, reason)
+    return done, str(ready["message"]), events
 
 
 def before_generation(

@@ -7,7 +7,6 @@ within a minute.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,17 @@ import pytest
 
 from kyai.api import EvaluationRunStatus
 from kyai_testing import LLMDouble
-from system.helpers import Kubectl, Operator, keyed_judge, secret
-from system.test_operator import condition, phase_is, run, snapshot, workload
+from system.helpers import (
+    Kubectl,
+    Operator,
+    condition,
+    events_of,
+    finished,
+    keyed_judge,
+    phase_is,
+    secret,
+)
+from system.test_operator import run, snapshot, workload
 
 #: The start deadline of this module's operator (its first look at a Job's pods and its
 #: resync shortened to 2 s and 3 s: a stuck pod is reported well before the deadline).
@@ -67,29 +75,6 @@ def kopf_annotations(obj: dict[str, Any]) -> dict[str, str]:
     return {k: v for k, v in annotations.items() if k.startswith("operator.kyai.io/")}
 
 
-def said(kubectl: Kubectl, namespace: str, name: str, reason: str, text: str) -> bool:
-    """Whether the run gets an Event with ``reason`` whose message names ``text`` (the
-    operator posts events beside its status writes: given 10 s)."""
-    deadline = time.monotonic() + 10
-    while True:
-        if any(
-            event["involvedObject"].get("name") == name
-            and event.get("reason") == reason
-            and text in event.get("message", "")
-            for event in kubectl.items("events", namespace)
-        ):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.3)
-
-
-def finished(kubectl: Kubectl, name: str, namespace: str, timeout: float = 90) -> dict[str, Any]:
-    return kubectl.wait_for(
-        "evaluationrun", name, namespace, phase_is("Succeeded", "Failed"), timeout=timeout
-    )
-
-
 def test_a_run_with_a_253_character_name_succeeds(
     kubectl: Kubectl, operator: Operator, double: LLMDouble, namespace: str
 ) -> None:
@@ -122,7 +107,7 @@ def test_a_missing_judge_secret_keeps_the_run_pending_until_it_exists(
         "evaluationrun", "keyed", namespace, lambda o: reason_of(o) == "SecretNotFound"
     )
     assert waiting["status"]["phase"] == "Pending"
-    assert said(kubectl, namespace, "keyed", "SecretNotFound", "judge-key")
+    assert events_of(kubectl, "keyed", namespace, "SecretNotFound", "judge-key")
     assert "judge-key" in condition(waiting, "Ready")["message"]
     assert not kubectl.items("jobs", namespace)
     kubectl.apply(secret("judge-key", namespace, token="sk-1"))
@@ -157,7 +142,7 @@ def test_a_pod_that_cannot_start_is_reported_then_fails_the_run(
     message = condition(reported, "Progressing")["message"]
     assert "CreateContainerConfigError" in message and "capitals-rows" in message, message
     assert reported["status"]["phase"] == "Generating"
-    assert said(kubectl, namespace, "stuck", "WorkerNotStarting", "capitals-rows")
+    assert events_of(kubectl, "stuck", namespace, "WorkerNotStarting", "capitals-rows")
     done = finished(kubectl, "stuck", namespace, timeout=START_DEADLINE_S + 60)
     status = EvaluationRunStatus.model_validate(done["status"])
     assert status.phase == "Failed", (done["status"], operator.logs())
@@ -201,10 +186,9 @@ def test_a_snapshot_deleted_mid_run_waits_for_the_run(
     done = finished(kubectl, "busy", namespace)
     assert done["status"]["phase"] == "Succeeded", (done["status"], operator.logs())
     assert done["status"]["questions"] == len(SLOW_ROWS)
-    deadline = time.monotonic() + 30
-    while kubectl.run("get", "snapshot", "capitals", "-n", namespace, check=False).returncode == 0:
-        assert time.monotonic() < deadline, "the Snapshot was never released"
-        time.sleep(0.3)
+    assert kubectl.wait_gone("snapshot", "capitals", namespace, timeout=30), (
+        "the Snapshot was never released"
+    )
 
 
 def test_an_endpoint_workload_is_ready_only_when_its_server_lists_the_model(

@@ -81,14 +81,20 @@ def holder(kubectl: Kubectl, namespace: str) -> str | None:
 
 
 def wait_holder(kubectl: Kubectl, namespace: str, among: set[str], timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        current = holder(kubectl, namespace)
-        if current in among:
-            assert current is not None
-            return current
-        time.sleep(0.2)
-    raise AssertionError(f"no replica of {sorted(among)} held the Lease within {timeout:.0f}s")
+    def held(lease: dict[str, Any]) -> str | None:
+        if lease["metadata"]["name"] != "kyai-operator":
+            return None
+        found: str | None = (lease.get("spec") or {}).get("holderIdentity") or None
+        return found
+
+    leases = kubectl.wait_items(
+        "lease",
+        namespace,
+        lambda found: any(held(lease) in among for lease in found),
+        timeout=timeout,
+        what=f"no replica of {sorted(among)} held the Lease",
+    )
+    return next(str(held(lease)) for lease in leases if held(lease) in among)
 
 
 def leader_gauge(operator: Operator) -> float:

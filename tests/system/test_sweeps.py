@@ -352,10 +352,13 @@ def test_served_workload_times_two_engine_args_sets(
     }
     assert derived <= ready
     assert max(len(set(state) & derived) for state in workloads.states()) == 1
-    deadline = time.monotonic() + 60
-    while derived & {w["metadata"]["name"] for w in kubectl.items("workloads", namespace)}:
-        assert time.monotonic() < deadline, "the derived Workloads were not deleted"
-        time.sleep(0.5)
+    kubectl.wait_items(
+        "workloads",
+        namespace,
+        lambda found: not derived & {w["metadata"]["name"] for w in found},
+        timeout=60,
+        what="the derived Workloads were not deleted",
+    )
     assert [kind for kind, obj in workloads.snapshot() if kind == "DELETED"] == ["DELETED"] * 2
     assert most_unfinished(runs) == 1
     assert status.table is not None
@@ -476,12 +479,16 @@ def test_deleting_a_sweep_deletes_its_runs_and_workloads(
     kept = kubectl.items("workloads", namespace, "-l", "kyai.io/sweep=gone")
     assert len(kept) == 1  # keepWorkloads
     kubectl.run("delete", "esw", "gone", "-n", namespace, "--wait=true", "--timeout=60s")
-    deadline = time.monotonic() + 60
-    while own_runs(kubectl, "gone", namespace) or kubectl.items(
-        "workloads", namespace, "-l", "kyai.io/sweep=gone"
-    ):
-        assert time.monotonic() < deadline, "the sweep's children outlived it"
-        time.sleep(0.5)
+    for kind in ("er", "workloads"):  # each gets the whole 60 s
+        kubectl.wait_items(
+            kind,
+            namespace,
+            lambda found: not found,
+            "-l",
+            "kyai.io/sweep=gone",
+            timeout=60,
+            what="the sweep's children outlived it",
+        )
     assert kubectl.get("workload", "served", namespace)["metadata"]["name"] == "served"
 
 
