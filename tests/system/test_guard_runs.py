@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kyai_testing import LLMDouble, ModelSpec, Rule, substring_judge
-from system.helpers import Kubectl, Operator, free_port
+from system.helpers import Kubectl, Operator, condition, free_port
 
 GEN = "Answer with the bare answer."
 ROWS = [
@@ -81,10 +81,6 @@ def run(name: str, namespace: str, judge_url: str, **spec: Any) -> dict[str, Any
 
 def finished(obj: dict[str, Any]) -> bool:
     return (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next(c for c in obj["status"]["conditions"] if c["type"] == type_)
 
 
 def test_thresholds_pass_at_their_exact_boundary(

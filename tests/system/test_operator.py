@@ -11,7 +11,7 @@ from typing import Any
 from kyai.api import EvaluationRunStatus, SnapshotStatus, WorkloadStatus
 from kyai.cli import main as kyai_main
 from kyai_testing import LLMDouble
-from system.helpers import Kubectl, Operator
+from system.helpers import Kubectl, Operator, condition, phase_is
 
 GEN = "Answer with the bare answer."
 JUDGE = 'Score 1 if the response has the ground truth, else 0. Return JSON {"score": 0..1}.'
@@ -56,14 +56,6 @@ def run(name: str, namespace: str, double: LLMDouble, **spec: Any) -> dict[str, 
         "metadata": {"name": name, "namespace": namespace},
         "spec": body,
     }
-
-
-def phase_is(*phases: str) -> Any:
-    return lambda obj: (obj.get("status") or {}).get("phase") in phases
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next(c for c in obj["status"]["conditions"] if c["type"] == type_)
 
 
 def cli_score(double: LLMDouble, tmp_path: Path) -> float:

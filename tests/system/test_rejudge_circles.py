@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kyai_testing import LLMDouble
-from system.helpers import Kubectl, Operator
+from system.helpers import Kubectl, Operator, reason_is
 from system.test_operator import condition, phase_is, run, snapshot, workload
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,14 +35,6 @@ def rejudge(name: str, source: str, namespace: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"generationFrom": {"runRef": {"name": source}}},
     }
-
-
-def said(reason: str) -> Any:
-    def check(obj: dict[str, Any]) -> bool:
-        conditions = (obj.get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Ready" and c["reason"] == reason for c in conditions)
-
-    return check
 
 
 def test_a_rejudge_of_itself_is_refused_at_admission(
@@ -62,11 +54,13 @@ def test_rejudges_of_each_other_are_both_stalled_within_seconds(
     kubectl: Kubectl, operator: Operator, namespace: str
 ) -> None:
     kubectl.apply(rejudge("a", "b", namespace))
-    kubectl.wait_for("er", "a", namespace, said("SourceRunNotFound"), timeout=30)
+    kubectl.wait_for("er", "a", namespace, reason_is("SourceRunNotFound"), timeout=30)
     created = time.monotonic()
     kubectl.apply(rejudge("b", "a", namespace))
     for name, other in (("b", "a"), ("a", "b")):
-        run = kubectl.wait_for("er", name, namespace, said("CircularRejudge"), timeout=AT_ONCE_S)
+        run = kubectl.wait_for(
+            "er", name, namespace, reason_is("CircularRejudge"), timeout=AT_ONCE_S
+        )
         assert run["status"]["phase"] == "Pending"
         stalled = condition(run, "Stalled")
         assert (stalled["status"], stalled["reason"]) == ("True", "CircularRejudge")
@@ -82,7 +76,9 @@ def test_rejudges_of_each_other_are_both_stalled_within_seconds(
         "patch", "er", "b", "-n", namespace, "--type=merge",
         "-p", '{"spec":{"generationFrom":{"runRef":{"name":"later"}}}}',
     )  # fmt: skip
-    waiting = kubectl.wait_for("er", "b", namespace, said("SourceRunNotFound"), timeout=AT_ONCE_S)
+    waiting = kubectl.wait_for(
+        "er", "b", namespace, reason_is("SourceRunNotFound"), timeout=AT_ONCE_S
+    )
     assert condition(waiting, "Stalled")["status"] == "False"
 
 
@@ -102,7 +98,7 @@ def test_a_rejudge_of_a_rejudge_judges_the_generated_answers(
     # starts at once, never Stalled either).
     waiting = kubectl.wait_for(
         "er", "twice", namespace,
-        lambda obj: said("SourceRunNotReady")(obj) or phase_is("Judging", "Succeeded")(obj),
+        lambda obj: reason_is("SourceRunNotReady")(obj) or phase_is("Judging", "Succeeded")(obj),
         timeout=30,
     )  # fmt: skip
     assert condition(waiting, "Stalled")["status"] == "False"

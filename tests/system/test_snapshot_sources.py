@@ -28,7 +28,7 @@ import pytest
 from kyai_devcluster import DevClusterThread
 from kyai_testing import LLMDouble
 from system.conftest import e2e_kubeconfig
-from system.helpers import Kubectl, Operator
+from system.helpers import Kubectl, Operator, reason_is
 from system.test_operator import GEN, JUDGE, ROWS, condition, phase_is, run, workload
 
 pytestmark = pytest.mark.timeout(180)
@@ -121,14 +121,6 @@ def url_snapshot(name: str, namespace: str, url: str) -> dict[str, Any]:
     }
 
 
-def ready_reason_is(reason: str) -> Any:
-    def matches(obj: dict[str, Any]) -> bool:
-        conditions = (obj.get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Ready" and c["reason"] == reason for c in conditions)
-
-    return matches
-
-
 def test_a_url_answering_404_says_so_at_once_and_so_do_its_runs_until_it_is_there(
     kubectl: Kubectl,
     source_operator: Operator,
@@ -146,7 +138,7 @@ def test_a_url_answering_404_says_so_at_once_and_so_do_its_runs_until_it_is_ther
         run("waits", namespace, double),
     )
     pending = kubectl.wait_for(
-        "snapshot", "capitals", namespace, ready_reason_is("SourceNotFound"),
+        "snapshot", "capitals", namespace, reason_is("SourceNotFound"),
         timeout=SAY_SO_WITHIN_S,
     )  # fmt: skip
     snapshot_said_s = time.monotonic() - started
@@ -160,7 +152,7 @@ def test_a_url_answering_404_says_so_at_once_and_so_do_its_runs_until_it_is_ther
     assert condition(pending, "Reconciling")["status"] == "False"
     # The run that waits for it says the same, Stalled as the Snapshot is.
     waiting = kubectl.wait_for(
-        "er", "waits", namespace, ready_reason_is("SourceNotFound"),
+        "er", "waits", namespace, reason_is("SourceNotFound"),
         timeout=SAY_SO_WITHIN_S - snapshot_said_s,
     )  # fmt: skip
     run_said_s = time.monotonic() - started
@@ -189,13 +181,13 @@ def test_a_refused_url_is_stalled_and_an_unknown_host_is_said_but_retried(
         url_snapshot("nowhere", namespace, "http://no-such-host.invalid/rows.jsonl"),
     )
     refused = kubectl.wait_for(
-        "snapshot", "private", namespace, ready_reason_is("SourceForbidden"),
+        "snapshot", "private", namespace, reason_is("SourceForbidden"),
         timeout=SAY_SO_WITHIN_S,
     )  # fmt: skip
     assert "answered HTTP 403 Forbidden: token required" in condition(refused, "Ready")["message"]
     assert condition(refused, "Stalled")["status"] == "True"
     unknown = kubectl.wait_for(
-        "snapshot", "nowhere", namespace, ready_reason_is("SourceUnreachable"),
+        "snapshot", "nowhere", namespace, reason_is("SourceUnreachable"),
         timeout=SAY_SO_WITHIN_S - (time.monotonic() - started),
     )  # fmt: skip
     message = condition(unknown, "Ready")["message"]
